@@ -1,0 +1,731 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * bridge.cpp - libcamera behind the plain C header shutterbug_bridge.h
+ *
+ * Compiles against libcamera 0.0.3 (Debian 12) up to the 0.7 series; version differences are
+ * handled with LIBCAMERA_VERSION_* checks next to the code they affect.
+ */
+
+#include "shutterbug_bridge.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <libcamera/camera.h>
+#include <libcamera/camera_manager.h>
+#include <libcamera/control_ids.h>
+#include <libcamera/controls.h>
+#include <libcamera/formats.h>
+#include <libcamera/framebuffer.h>
+#include <libcamera/framebuffer_allocator.h>
+#include <libcamera/logging.h>
+#include <libcamera/property_ids.h>
+#include <libcamera/request.h>
+#include <libcamera/stream.h>
+#include <libcamera/version.h>
+
+using namespace libcamera;
+
+#define SBC_LIBCAMERA_AT_LEAST(maj, min) \
+	(LIBCAMERA_VERSION_MAJOR > (maj) || \
+	 (LIBCAMERA_VERSION_MAJOR == (maj) && LIBCAMERA_VERSION_MINOR >= (min)))
+
+/* libcamera 0.5 replaced "AeEnable=false plus values" with per-control modes. */
+#define SBC_HAS_EXPOSURE_MODES SBC_LIBCAMERA_AT_LEAST(0, 5)
+
+namespace {
+
+/*
+ * Every entry point catches, so no exception crosses into C or Swift. libcamera itself does
+ * not throw, but the standard library can (bad_alloc).
+ */
+template<typename F>
+int guarded(F &&f) noexcept
+{
+	try {
+		return f();
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	} catch (...) {
+		return -EIO;
+	}
+}
+
+void copyString(char *dst, size_t size, const std::string &src)
+{
+	size_t n = std::min(size - 1, src.size());
+	std::memcpy(dst, src.data(), n);
+	dst[n] = '\0';
+}
+
+StreamRole toRole(sbc_role role)
+{
+	switch (role) {
+	case SBC_ROLE_RAW:
+		return StreamRole::Raw;
+	case SBC_ROLE_STILL:
+		return StreamRole::StillCapture;
+	case SBC_ROLE_VIDEO:
+		return StreamRole::VideoRecording;
+	case SBC_ROLE_VIEWFINDER:
+	default:
+		return StreamRole::Viewfinder;
+	}
+}
+
+/* One mapping per dmabuf fd: a YUV420 buffer is one fd with three planes at offsets. */
+struct Mapping {
+	void *address = MAP_FAILED;
+	size_t length = 0;
+};
+
+struct Slot {
+	std::unique_ptr<Request> request;
+	std::atomic<bool> queued{ false };
+	uint64_t cookie = 0;
+};
+
+} /* namespace */
+
+struct sbc_manager {
+	std::unique_ptr<CameraManager> manager;
+};
+
+struct sbc_camera {
+	std::shared_ptr<Camera> camera;
+	std::unique_ptr<CameraConfiguration> config;
+	std::unique_ptr<FrameBufferAllocator> allocator;
+	std::vector<Stream *> streams;
+	std::vector<std::unique_ptr<Slot>> slots;
+	std::map<int, Mapping> mappings;
+	bool running = false;
+	int eventFd = -1;
+	std::atomic<bool> disconnected{ false };
+
+	/*
+	 * Completion queue: a fixed ring sized to the slot count (a slot is in it at most once), so
+	 * the completion path never allocates. Filled on libcamera's thread, drained by the caller.
+	 */
+	std::mutex lock;
+	std::vector<sbc_completion> ring;
+	size_t head = 0;
+	size_t count = 0;
+
+	void requestComplete(Request *request);
+	void cameraDisconnected();
+	void freeBuffers();
+	uint32_t apply(const sbc_controls *in, ControlList &out) const;
+};
+
+/* Runs on libcamera's thread: copy plain data, signal, return. Nothing else. */
+void sbc_camera::requestComplete(Request *request)
+{
+	uint32_t slot = static_cast<uint32_t>(request->cookie());
+	sbc_completion c = {};
+	c.slot = slot;
+	c.cookie = slots[slot]->cookie;
+	c.status = request->status() == Request::RequestCancelled
+			   ? SBC_REQUEST_CANCELLED
+			   : SBC_REQUEST_COMPLETE;
+
+	uint32_t n = 0;
+	for (Stream *stream : streams) {
+		FrameBuffer *buffer = request->findBuffer(stream);
+		if (!buffer || n >= SBC_MAX_STREAMS)
+			continue;
+		const FrameMetadata &fm = buffer->metadata();
+		if (n == 0) {
+			c.sequence = fm.sequence;
+			c.buffer_timestamp_ns = fm.timestamp;
+		}
+		if (!fm.planes().empty())
+			c.bytes_used[n] = fm.planes()[0].bytesused;
+		if (fm.status == FrameMetadata::FrameError &&
+		    c.status == SBC_REQUEST_COMPLETE)
+			c.status = SBC_REQUEST_ERROR;
+		n++;
+	}
+	c.stream_count = n;
+
+	const ControlList &md = request->metadata();
+	if (auto v = md.get(controls::SensorTimestamp)) {
+		c.metadata_set |= SBC_META_SENSOR_TIMESTAMP;
+		c.sensor_timestamp_ns = *v;
+	}
+	if (auto v = md.get(controls::ExposureTime)) {
+		c.metadata_set |= SBC_META_EXPOSURE_TIME;
+		c.exposure_time_us = *v;
+	}
+	if (auto v = md.get(controls::AnalogueGain)) {
+		c.metadata_set |= SBC_META_ANALOGUE_GAIN;
+		c.analogue_gain = *v;
+	}
+	if (auto v = md.get(controls::DigitalGain)) {
+		c.metadata_set |= SBC_META_DIGITAL_GAIN;
+		c.digital_gain = *v;
+	}
+	if (auto v = md.get(controls::FrameDuration)) {
+		c.metadata_set |= SBC_META_FRAME_DURATION;
+		c.frame_duration_us = *v;
+	}
+	if (auto v = md.get(controls::LensPosition)) {
+		c.metadata_set |= SBC_META_LENS_POSITION;
+		c.lens_position = *v;
+	}
+	if (auto v = md.get(controls::ColourGains)) {
+		c.metadata_set |= SBC_META_COLOUR_GAINS;
+		c.colour_gains[0] = (*v)[0];
+		c.colour_gains[1] = (*v)[1];
+	}
+	if (auto v = md.get(controls::ColourTemperature)) {
+		c.metadata_set |= SBC_META_COLOUR_TEMPERATURE;
+		c.colour_temperature = *v;
+	}
+	if (auto v = md.get(controls::Lux)) {
+		c.metadata_set |= SBC_META_LUX;
+		c.lux = *v;
+	}
+
+	{
+		std::lock_guard<std::mutex> guard(lock);
+		if (count < ring.size()) {
+			ring[(head + count) % ring.size()] = c;
+			count++;
+		}
+	}
+	uint64_t one = 1;
+	ssize_t ret = write(eventFd, &one, sizeof(one));
+	(void)ret;
+}
+
+/* Runs on libcamera's thread when the camera goes away. */
+void sbc_camera::cameraDisconnected()
+{
+	disconnected = true;
+	uint64_t one = 1;
+	ssize_t ret = write(eventFd, &one, sizeof(one));
+	(void)ret;
+}
+
+void sbc_camera::freeBuffers()
+{
+	slots.clear();
+	for (auto &[fd, m] : mappings) {
+		if (m.address != MAP_FAILED)
+			munmap(m.address, m.length);
+	}
+	mappings.clear();
+	if (allocator) {
+		for (Stream *stream : streams)
+			allocator->free(stream);
+	}
+	allocator.reset();
+	std::lock_guard<std::mutex> guard(lock);
+	ring.clear();
+	head = count = 0;
+}
+
+/*
+ * Copies the requested controls into a libcamera ControlList, leaving out those the camera does
+ * not list, and returns their bits so the caller can report them.
+ */
+uint32_t sbc_camera::apply(const sbc_controls *in, ControlList &out) const
+{
+	if (!in)
+		return 0;
+
+	const ControlInfoMap &info = camera->controls();
+	auto has = [&](const ControlId &id) { return info.find(&id) != info.end(); };
+	uint32_t unsupported = 0;
+
+#if SBC_HAS_EXPOSURE_MODES
+	if (in->set & SBC_CTRL_AE_ENABLE) {
+		int32_t mode = in->ae_enable ? controls::ExposureTimeModeAuto
+					     : controls::ExposureTimeModeManual;
+		int32_t gainMode = in->ae_enable ? controls::AnalogueGainModeAuto
+						 : controls::AnalogueGainModeManual;
+		bool any = false;
+		if (has(controls::ExposureTimeMode)) {
+			out.set(controls::ExposureTimeMode, mode);
+			any = true;
+		}
+		if (has(controls::AnalogueGainMode)) {
+			out.set(controls::AnalogueGainMode, gainMode);
+			any = true;
+		}
+		if (!any)
+			unsupported |= SBC_CTRL_AE_ENABLE;
+	}
+#else
+	if (in->set & SBC_CTRL_AE_ENABLE) {
+		if (has(controls::AeEnable))
+			out.set(controls::AeEnable, in->ae_enable);
+		else
+			unsupported |= SBC_CTRL_AE_ENABLE;
+	}
+#endif
+	if (in->set & SBC_CTRL_EXPOSURE_TIME) {
+		if (has(controls::ExposureTime))
+			out.set(controls::ExposureTime,
+				static_cast<int32_t>(in->exposure_time_us));
+		else
+			unsupported |= SBC_CTRL_EXPOSURE_TIME;
+	}
+	if (in->set & SBC_CTRL_ANALOGUE_GAIN) {
+		if (has(controls::AnalogueGain))
+			out.set(controls::AnalogueGain, in->analogue_gain);
+		else
+			unsupported |= SBC_CTRL_ANALOGUE_GAIN;
+	}
+	if (in->set & SBC_CTRL_EXPOSURE_VALUE) {
+		if (has(controls::ExposureValue))
+			out.set(controls::ExposureValue, in->exposure_value);
+		else
+			unsupported |= SBC_CTRL_EXPOSURE_VALUE;
+	}
+	if (in->set & SBC_CTRL_AWB_ENABLE) {
+		if (has(controls::AwbEnable))
+			out.set(controls::AwbEnable, in->awb_enable);
+		else
+			unsupported |= SBC_CTRL_AWB_ENABLE;
+	}
+	if (in->set & SBC_CTRL_COLOUR_GAINS) {
+		if (has(controls::ColourGains))
+			out.set(controls::ColourGains,
+				Span<const float, 2>(in->colour_gains));
+		else
+			unsupported |= SBC_CTRL_COLOUR_GAINS;
+	}
+	if (in->set & SBC_CTRL_FRAME_DURATION_LIMITS) {
+		if (has(controls::FrameDurationLimits)) {
+			const int64_t limits[2] = { in->frame_duration_min_us,
+						    in->frame_duration_max_us };
+			out.set(controls::FrameDurationLimits,
+				Span<const int64_t, 2>(limits));
+		} else {
+			unsupported |= SBC_CTRL_FRAME_DURATION_LIMITS;
+		}
+	}
+	if (in->set & SBC_CTRL_AF_MODE) {
+		if (has(controls::AfMode))
+			out.set(controls::AfMode, in->af_mode);
+		else
+			unsupported |= SBC_CTRL_AF_MODE;
+	}
+	if (in->set & SBC_CTRL_LENS_POSITION) {
+		if (has(controls::LensPosition))
+			out.set(controls::LensPosition, in->lens_position);
+		else
+			unsupported |= SBC_CTRL_LENS_POSITION;
+	}
+	return unsupported;
+}
+
+extern "C" {
+
+sbc_version sbc_compiled_version(void)
+{
+	return { LIBCAMERA_VERSION_MAJOR, LIBCAMERA_VERSION_MINOR, LIBCAMERA_VERSION_PATCH };
+}
+
+int sbc_manager_create(sbc_manager **out)
+{
+	return guarded([&] {
+		/* libcamera logs INFO to stderr by default; keep warnings unless the user chose.
+		 * The logger reads the variable when it first starts, which may be now. */
+		if (!std::getenv("LIBCAMERA_LOG_LEVELS")) {
+			setenv("LIBCAMERA_LOG_LEVELS", "*:WARN", 0);
+			logSetLevel("*", "WARN");
+		}
+
+		auto m = std::make_unique<sbc_manager>();
+		m->manager = std::make_unique<CameraManager>();
+		int ret = m->manager->start();
+		if (ret < 0)
+			return ret;
+		*out = m.release();
+		return 0;
+	});
+}
+
+void sbc_manager_destroy(sbc_manager *manager)
+{
+	if (!manager)
+		return;
+	manager->manager->stop();
+	delete manager;
+}
+
+size_t sbc_manager_camera_count(sbc_manager *manager)
+{
+	return manager->manager->cameras().size();
+}
+
+int sbc_manager_camera_info(sbc_manager *manager, size_t index, sbc_camera_info *info)
+{
+	return guarded([&] {
+		auto cameras = manager->manager->cameras();
+		if (index >= cameras.size())
+			return -ERANGE;
+		const std::shared_ptr<Camera> &cam = cameras[index];
+		*info = {};
+		copyString(info->id, sizeof(info->id), cam->id());
+		const ControlList &props = cam->properties();
+		if (auto model = props.get(properties::Model))
+			copyString(info->model, sizeof(info->model), *model);
+		info->location = props.get(properties::Location).value_or(-1);
+		info->rotation = props.get(properties::Rotation).value_or(-1);
+		if (auto size = props.get(properties::PixelArraySize)) {
+			info->pixel_array_width = size->width;
+			info->pixel_array_height = size->height;
+		}
+		return 0;
+	});
+}
+
+int sbc_camera_acquire(sbc_manager *manager, const char *id, sbc_camera **out)
+{
+	return guarded([&] {
+		std::shared_ptr<Camera> cam = manager->manager->get(id);
+		if (!cam)
+			return -ENODEV;
+		int ret = cam->acquire();
+		if (ret < 0)
+			return ret;
+		auto c = std::make_unique<sbc_camera>();
+		c->camera = cam;
+		c->eventFd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (c->eventFd < 0) {
+			ret = -errno;
+			cam->release();
+			return ret;
+		}
+		c->camera->requestCompleted.connect(c.get(), &sbc_camera::requestComplete);
+		c->camera->disconnected.connect(c.get(), &sbc_camera::cameraDisconnected);
+		*out = c.release();
+		return 0;
+	});
+}
+
+void sbc_camera_release(sbc_camera *camera)
+{
+	if (!camera)
+		return;
+	if (camera->running)
+		camera->camera->stop();
+	camera->camera->requestCompleted.disconnect(camera);
+	camera->camera->disconnected.disconnect(camera);
+	camera->freeBuffers();
+	camera->camera->release();
+	close(camera->eventFd);
+	delete camera;
+}
+
+int sbc_camera_configure(sbc_camera *camera, sbc_stream_config *streams, size_t count,
+			 sbc_config_status *status)
+{
+	return guarded([&] {
+		if (camera->running)
+			return -EBUSY;
+		if (count == 0 || count > SBC_MAX_STREAMS)
+			return -EINVAL;
+
+		std::vector<StreamRole> roles;
+		for (size_t i = 0; i < count; i++)
+			roles.push_back(toRole(streams[i].role));
+
+		std::unique_ptr<CameraConfiguration> config =
+			camera->camera->generateConfiguration(roles);
+		if (!config || config->size() != count)
+			return -EINVAL;
+
+		for (size_t i = 0; i < count; i++) {
+			StreamConfiguration &cfg = config->at(i);
+			if (streams[i].width && streams[i].height)
+				cfg.size = Size(streams[i].width, streams[i].height);
+			if (streams[i].pixel_format)
+				cfg.pixelFormat = PixelFormat(streams[i].pixel_format);
+			if (streams[i].buffer_count)
+				cfg.bufferCount = streams[i].buffer_count;
+		}
+
+		CameraConfiguration::Status st = config->validate();
+		if (st == CameraConfiguration::Invalid)
+			return -EINVAL;
+
+		/* Report the adjustment against what was asked, not only libcamera's flag. */
+		bool adjusted = st == CameraConfiguration::Adjusted;
+		for (size_t i = 0; i < count; i++) {
+			const StreamConfiguration &cfg = config->at(i);
+			if ((streams[i].width && cfg.size.width != streams[i].width) ||
+			    (streams[i].height && cfg.size.height != streams[i].height) ||
+			    (streams[i].pixel_format && cfg.pixelFormat.fourcc() != streams[i].pixel_format) ||
+			    (streams[i].buffer_count && cfg.bufferCount != streams[i].buffer_count))
+				adjusted = true;
+		}
+
+		camera->freeBuffers();
+		int ret = camera->camera->configure(config.get());
+		if (ret < 0)
+			return ret;
+
+		camera->streams.clear();
+		for (size_t i = 0; i < count; i++) {
+			const StreamConfiguration &cfg = config->at(i);
+			streams[i].width = cfg.size.width;
+			streams[i].height = cfg.size.height;
+			streams[i].pixel_format = cfg.pixelFormat.fourcc();
+			streams[i].buffer_count = cfg.bufferCount;
+			streams[i].stride = cfg.stride;
+			streams[i].frame_size = cfg.frameSize;
+			camera->streams.push_back(cfg.stream());
+		}
+		camera->config = std::move(config);
+		if (status)
+			*status = adjusted ? SBC_CONFIG_ADJUSTED : SBC_CONFIG_VALID;
+		return 0;
+	});
+}
+
+int sbc_camera_allocate(sbc_camera *camera)
+{
+	return guarded([&] {
+		if (camera->running)
+			return -EBUSY;
+		if (camera->streams.empty())
+			return -EINVAL;
+
+		camera->freeBuffers();
+		camera->allocator = std::make_unique<FrameBufferAllocator>(camera->camera);
+
+		size_t slotCount = SIZE_MAX;
+		for (Stream *stream : camera->streams) {
+			int ret = camera->allocator->allocate(stream);
+			if (ret < 0) {
+				camera->freeBuffers();
+				return ret;
+			}
+			slotCount = std::min(slotCount, camera->allocator->buffers(stream).size());
+		}
+		if (slotCount == 0 || slotCount == SIZE_MAX) {
+			camera->freeBuffers();
+			return -ENOMEM;
+		}
+
+		/* Map each dmabuf once, over the extent of all its planes. */
+		for (Stream *stream : camera->streams) {
+			for (const auto &buffer : camera->allocator->buffers(stream)) {
+				std::map<int, size_t> extent;
+				for (const FrameBuffer::Plane &plane : buffer->planes()) {
+					size_t end = plane.offset + plane.length;
+					size_t &e = extent[plane.fd.get()];
+					e = std::max(e, end);
+				}
+				for (auto &[fd, length] : extent) {
+					if (camera->mappings.count(fd))
+						continue;
+					void *addr = mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, 0);
+					if (addr == MAP_FAILED) {
+						int ret = -errno;
+						camera->freeBuffers();
+						return ret;
+					}
+					camera->mappings[fd] = { addr, length };
+				}
+			}
+		}
+
+		for (size_t i = 0; i < slotCount; i++) {
+			auto slot = std::make_unique<Slot>();
+			slot->request = camera->camera->createRequest(i);
+			if (!slot->request) {
+				camera->freeBuffers();
+				return -ENOMEM;
+			}
+			for (Stream *stream : camera->streams) {
+				int ret = slot->request->addBuffer(
+					stream, camera->allocator->buffers(stream)[i].get());
+				if (ret < 0) {
+					camera->freeBuffers();
+					return ret;
+				}
+			}
+			camera->slots.push_back(std::move(slot));
+		}
+
+		std::lock_guard<std::mutex> guard(camera->lock);
+		camera->ring.assign(slotCount, sbc_completion{});
+		camera->head = camera->count = 0;
+		return static_cast<int>(slotCount);
+	});
+}
+
+int sbc_camera_buffer_info(sbc_camera *camera, uint32_t stream, uint32_t slot,
+			   sbc_buffer_info *info)
+{
+	return guarded([&] {
+		if (!camera->allocator || stream >= camera->streams.size())
+			return -EINVAL;
+		const auto &buffers = camera->allocator->buffers(camera->streams[stream]);
+		if (slot >= buffers.size())
+			return -ERANGE;
+		const FrameBuffer *buffer = buffers[slot].get();
+		*info = {};
+		for (const FrameBuffer::Plane &plane : buffer->planes()) {
+			if (info->plane_count >= SBC_MAX_PLANES)
+				break;
+			sbc_plane &p = info->planes[info->plane_count++];
+			p.fd = plane.fd.get();
+			p.offset = plane.offset;
+			p.length = plane.length;
+			auto it = camera->mappings.find(p.fd);
+			p.data = it == camera->mappings.end()
+					 ? nullptr
+					 : static_cast<const uint8_t *>(it->second.address) + plane.offset;
+		}
+		return 0;
+	});
+}
+
+int sbc_camera_control_limits(sbc_camera *camera, sbc_control_limits *limits)
+{
+	return guarded([&] {
+		*limits = {};
+		const ControlInfoMap &info = camera->camera->controls();
+		auto range = [&](const ControlId &id, sbc_control_range &r, uint32_t bit) {
+			auto it = info.find(&id);
+			if (it == info.end())
+				return;
+			limits->supported |= bit;
+			r.supported = true;
+			auto number = [](const ControlValue &v) -> double {
+				if (v.isNone() || v.isArray())
+					return 0;
+				switch (v.type()) {
+				case ControlTypeInteger32:
+					return v.get<int32_t>();
+				case ControlTypeInteger64:
+					return static_cast<double>(v.get<int64_t>());
+				case ControlTypeFloat:
+					return v.get<float>();
+				default:
+					return 0;
+				}
+			};
+			r.min = number(it->second.min());
+			r.max = number(it->second.max());
+			r.def = number(it->second.def());
+		};
+		sbc_control_range unused;
+#if SBC_HAS_EXPOSURE_MODES
+		range(controls::ExposureTimeMode, unused, SBC_CTRL_AE_ENABLE);
+#else
+		range(controls::AeEnable, unused, SBC_CTRL_AE_ENABLE);
+#endif
+		range(controls::ExposureTime, limits->exposure_time_us, SBC_CTRL_EXPOSURE_TIME);
+		range(controls::AnalogueGain, limits->analogue_gain, SBC_CTRL_ANALOGUE_GAIN);
+		range(controls::ExposureValue, unused, SBC_CTRL_EXPOSURE_VALUE);
+		range(controls::AwbEnable, unused, SBC_CTRL_AWB_ENABLE);
+		range(controls::ColourGains, unused, SBC_CTRL_COLOUR_GAINS);
+		range(controls::FrameDurationLimits, limits->frame_duration_us,
+		      SBC_CTRL_FRAME_DURATION_LIMITS);
+		range(controls::AfMode, unused, SBC_CTRL_AF_MODE);
+		range(controls::LensPosition, limits->lens_position, SBC_CTRL_LENS_POSITION);
+		return 0;
+	});
+}
+
+int sbc_camera_start(sbc_camera *camera, const sbc_controls *controls, uint32_t *unsupported)
+{
+	return guarded([&] {
+		if (camera->running)
+			return -EBUSY;
+		if (camera->slots.empty())
+			return -EINVAL;
+		ControlList list(camera->camera->controls());
+		uint32_t dropped = camera->apply(controls, list);
+		if (unsupported)
+			*unsupported = dropped;
+		int ret = camera->camera->start(controls ? &list : nullptr);
+		if (ret < 0)
+			return ret;
+		camera->running = true;
+		return 0;
+	});
+}
+
+int sbc_camera_queue(sbc_camera *camera, uint32_t slot, uint64_t cookie,
+		     const sbc_controls *controls, uint32_t *unsupported)
+{
+	return guarded([&] {
+		if (!camera->running)
+			return -EACCES;
+		if (slot >= camera->slots.size())
+			return -ERANGE;
+		Slot &s = *camera->slots[slot];
+		bool expected = false;
+		if (!s.queued.compare_exchange_strong(expected, true))
+			return -EBUSY;
+
+		s.request->reuse(Request::ReuseBuffers);
+		s.cookie = cookie;
+		uint32_t dropped = camera->apply(controls, s.request->controls());
+		if (unsupported)
+			*unsupported = dropped;
+		int ret = camera->camera->queueRequest(s.request.get());
+		if (ret < 0)
+			s.queued = false;
+		return ret;
+	});
+}
+
+int sbc_camera_stop(sbc_camera *camera)
+{
+	return guarded([&] {
+		if (!camera->running)
+			return 0;
+		/* Camera::stop() cancels pending requests; their completions are queued before
+		 * it returns. */
+		int ret = camera->camera->stop();
+		camera->running = false;
+		return ret;
+	});
+}
+
+int sbc_camera_event_fd(sbc_camera *camera)
+{
+	return camera->eventFd;
+}
+
+bool sbc_camera_disconnected(sbc_camera *camera)
+{
+	return camera->disconnected;
+}
+
+int sbc_camera_next_completion(sbc_camera *camera, sbc_completion *out)
+{
+	std::lock_guard<std::mutex> guard(camera->lock);
+	if (camera->count == 0)
+		return 0;
+	*out = camera->ring[camera->head];
+	camera->head = (camera->head + 1) % camera->ring.size();
+	camera->count--;
+	if (out->slot < camera->slots.size())
+		camera->slots[out->slot]->queued = false;
+	return 1;
+}
+
+} /* extern "C" */

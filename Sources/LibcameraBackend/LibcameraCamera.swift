@@ -1,0 +1,229 @@
+import CLibcameraBridge
+import ShutterbugCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A libcamera camera through the C bridge: the real stack on a Pi, vimc on the virtual board.
+///
+/// Completions: libcamera's thread copies each finished request into the bridge's queue and
+/// signals an eventfd; a drain thread here waits on it (poll, no sleeping) and hands the
+/// completions to `completions`.
+public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
+    // `@unchecked Sendable`: `handle` calls other than next_completion are serialised by
+    // `control`; the drain path is serialised by `drainLock`; buffers are immutable after
+    // `allocate`.
+
+    public let info: CameraInfo
+    public let completions = CompletionQueue()
+
+    private let manager: LibcameraManager
+    private let handle: OpaquePointer
+    private let control = Mutex(ControlState())
+    private let drainLock = Mutex(())
+    /// A pipe whose write end wakes the drain thread to exit.
+    private let wakePipe: (read: Int32, write: Int32)
+    private var drainThread: OSThread?
+
+    private struct ControlState {
+        var streams: [StreamConfiguration] = []
+        var buffers: [[LibcameraFrameBuffer]] = []  // [slot][stream]
+        var boxes: [[any FrameBuffer]] = []
+        var running = false
+        var released = false
+    }
+
+    init(manager: LibcameraManager, handle: OpaquePointer, info: CameraInfo) {
+        self.manager = manager
+        self.handle = handle
+        self.info = info
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        wakePipe = (fds[0], fds[1])
+        let eventFD = sbc_camera_event_fd(handle)
+        drainThread = OSThread { [self] in drainLoop(eventFD: eventFD) }
+    }
+
+    deinit { release() }
+
+    public var controlLimits: ControlLimits {
+        var l = sbc_control_limits()
+        _ = control.withLock { _ in sbc_camera_control_limits(handle, &l) }
+        func us(_ v: Double) -> Duration { .nanoseconds(Int64(v * 1000)) }
+        return ControlLimits(
+            supported: ControlSet(rawValue: l.supported),
+            exposureTime: l.exposure_time_us.supported && l.exposure_time_us.max > l.exposure_time_us.min ? us(l.exposure_time_us.min)...us(l.exposure_time_us.max) : nil,
+            analogueGain: l.analogue_gain.supported && l.analogue_gain.max > l.analogue_gain.min ? l.analogue_gain.min...l.analogue_gain.max : nil,
+            frameDuration: l.frame_duration_us.supported && l.frame_duration_us.max > l.frame_duration_us.min ? us(l.frame_duration_us.min)...us(l.frame_duration_us.max) : nil,
+            lensPosition: l.lens_position.supported && l.lens_position.max > l.lens_position.min ? l.lens_position.min...l.lens_position.max : nil)
+    }
+
+    public func configure(_ requests: [StreamRequest]) throws -> CameraConfiguration {
+        try control.withLock { s in
+            try check(s)
+            guard !s.running else { throw ShutterbugError(.invalidState, "cannot configure \(info.id) while it is running; stop it first") }
+            guard !requests.isEmpty, requests.count <= Int(SBC_MAX_STREAMS) else {
+                throw ShutterbugError(.invalidArgument, "a configuration has 1 to \(SBC_MAX_STREAMS) streams, not \(requests.count)")
+            }
+            var cfgs = requests.map { r in
+                var c = sbc_stream_config()
+                c.role = sbc_role(rawValue: UInt32(r.role.bridgeIndex))
+                c.width = UInt32(r.width ?? 0)
+                c.height = UInt32(r.height ?? 0)
+                c.pixel_format = r.pixelFormat?.fourcc ?? 0
+                c.buffer_count = UInt32(r.bufferCount ?? 0)
+                return c
+            }
+            var status = SBC_CONFIG_VALID
+            let rc = sbc_camera_configure(handle, &cfgs, cfgs.count, &status)
+            guard rc == 0 else {
+                if rc == -22 {
+                    throw ShutterbugError(.invalidArgument, "\(info.id) cannot be configured for \(requests.map { "\($0.role)" }.joined(separator: "+"))", errno: 22)
+                }
+                throw ShutterbugError.fromErrno(rc, while: "configuring \(info.id)")
+            }
+            let settled = zip(requests, cfgs).map { r, c in
+                StreamConfiguration(role: r.role, width: Int(c.width), height: Int(c.height), pixelFormat: PixelFormat(fourcc: c.pixel_format), stride: Int(c.stride), frameSize: Int(c.frame_size), bufferCount: Int(c.buffer_count))
+            }
+            s.streams = settled
+            s.buffers = []
+            s.boxes = []
+            var notes = CameraConfiguration.adjustments(requested: requests, settled: settled)
+            if status == SBC_CONFIG_ADJUSTED, notes.isEmpty { notes.append("libcamera adjusted the configuration") }
+            return CameraConfiguration(streams: settled, adjustments: notes)
+        }
+    }
+
+    public func allocate() throws -> Int {
+        try control.withLock { s in
+            try check(s)
+            let rc = sbc_camera_allocate(handle)
+            guard rc > 0 else { throw ShutterbugError.fromErrno(rc == 0 ? -12 : rc, while: "allocating buffers for \(info.id)") }
+            var buffers: [[LibcameraFrameBuffer]] = []
+            for slot in 0..<Int(rc) {
+                var row: [LibcameraFrameBuffer] = []
+                for (i, stream) in s.streams.enumerated() {
+                    var bi = sbc_buffer_info()
+                    let r = sbc_camera_buffer_info(handle, UInt32(i), UInt32(slot), &bi)
+                    guard r == 0 else { throw ShutterbugError.fromErrno(r, while: "describing buffer \(slot) of stream \(i)") }
+                    row.append(LibcameraFrameBuffer(stream: stream, info: bi))
+                }
+                buffers.append(row)
+            }
+            s.buffers = buffers
+            s.boxes = buffers.map { $0.map { $0 as any FrameBuffer } }
+            return Int(rc)
+        }
+    }
+
+    public func buffer(stream: Int, slot: Int) -> any FrameBuffer {
+        control.withLock { $0.buffers[slot][stream] }
+    }
+
+    @discardableResult
+    public func start(controls: CameraControls) throws -> ControlSet {
+        try control.withLock { s in
+            try check(s)
+            var c = sbc_controls(controls)
+            var unsupported: UInt32 = 0
+            let rc = sbc_camera_start(handle, &c, &unsupported)
+            guard rc == 0 else { throw ShutterbugError.fromErrno(rc, while: "starting \(info.id)") }
+            s.running = true
+            return ControlSet(rawValue: unsupported)
+        }
+    }
+
+    @discardableResult
+    public func queue(slot: Int, cookie: UInt64, controls: CameraControls) throws -> ControlSet {
+        var c = sbc_controls(controls)
+        var unsupported: UInt32 = 0
+        let rc = sbc_camera_queue(handle, UInt32(slot), cookie, &c, &unsupported)
+        switch rc {
+        case 0: return ControlSet(rawValue: unsupported)
+        case -16: throw ShutterbugError(.busy, "request slot \(slot) is already queued", errno: 16)
+        case -13: throw ShutterbugError(.invalidState, "\(info.id) is not running; start it before queueing requests", errno: 13)
+        case -34: throw ShutterbugError(.invalidArgument, "request slot \(slot) is out of range", errno: 34)
+        default:
+            if sbc_camera_disconnected(handle) { throw ShutterbugError(.cameraLost, "\(info.id) went away") }
+            throw ShutterbugError.fromErrno(rc, while: "queueing a request on \(info.id)")
+        }
+    }
+
+    public func stop() throws {
+        let rc = control.withLock { s -> Int32 in
+            guard s.running else { return 0 }
+            s.running = false
+            return sbc_camera_stop(handle)
+        }
+        // The bridge holds every cancelled request now; move them over before returning.
+        drain()
+        guard rc == 0 else { throw ShutterbugError.fromErrno(rc, while: "stopping \(info.id)") }
+    }
+
+    public func release() {
+        let first = control.withLock { s -> Bool in
+            defer { s.released = true }
+            return !s.released
+        }
+        guard first else { return }
+        try? stop()
+        var one: UInt8 = 1
+        _ = write(wakePipe.write, &one, 1)
+        drainThread?.join()
+        drainThread = nil
+        sbc_camera_release(handle)
+        close(wakePipe.read)
+        close(wakePipe.write)
+        completions.finish()
+    }
+
+    // MARK: Completions
+
+    private func drainLoop(eventFD: Int32) {
+        var fds = [pollfd(fd: eventFD, events: Int16(POLLIN), revents: 0), pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0)]
+        while true {
+            let n = poll(&fds, 2, -1)
+            if n < 0 { if errno == EINTR { continue } else { return } }
+            if fds[1].revents != 0 { return }
+            if fds[0].revents != 0 {
+                var count: UInt64 = 0
+                _ = read(eventFD, &count, 8)
+                drain()
+                if sbc_camera_disconnected(handle) {
+                    completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away"))
+                    return
+                }
+            }
+        }
+    }
+
+    /// Moves every completion from the bridge to `completions`, in order.
+    private func drain() {
+        drainLock.withLock { _ in
+            var c = sbc_completion()
+            while sbc_camera_next_completion(handle, &c) == 1 {
+                let boxes = control.withLock { $0.boxes.indices.contains(Int(c.slot)) ? $0.boxes[Int(c.slot)] : [] }
+                completions.push(CompletedRequest(c, buffers: boxes))
+            }
+        }
+    }
+
+    private func check(_ s: ControlState) throws {
+        if s.released { throw ShutterbugError(.invalidState, "\(info.id) has been released") }
+        if sbc_camera_disconnected(handle) { throw ShutterbugError(.cameraLost, "\(info.id) went away") }
+    }
+}
+
+extension StreamRole {
+    /// The bridge's sbc_role value.
+    var bridgeIndex: Int {
+        switch self {
+        case .raw: return 0
+        case .still: return 1
+        case .video: return 2
+        case .viewfinder: return 3
+        }
+    }
+}

@@ -1,0 +1,49 @@
+/// A camera Shutterbug can drive: libcamera's request model, in Swift.
+///
+/// The life of a camera: `configure` the streams, `allocate` buffers and request slots once,
+/// `start` with controls that apply from the first frame, `queue` request slots (each carrying
+/// its own controls and a cookie), read `completions`, re-queue the slots, `stop` (every queued
+/// request comes back, cancelled, before it returns), and `release`.
+///
+/// Implementations: `LibcameraCamera` (the real stack, through the C bridge) and
+/// `SimulatedCamera` (the Raspberry Pi pipeline modelled in-process). Both pass the same
+/// conformance suite.
+public protocol CameraBackend: AnyObject, Sendable {
+    var info: CameraInfo { get }
+
+    /// What the camera accepts, for validating settings before they are sent.
+    var controlLimits: ControlLimits { get }
+
+    /// Configures the streams. Requests the camera cannot meet exactly are adjusted and the
+    /// adjustments returned; an impossible request throws `.invalidArgument`.
+    func configure(_ streams: [StreamRequest]) throws -> CameraConfiguration
+
+    /// Allocates every stream's buffers and one reusable request per buffer index; returns the
+    /// number of request slots. Called once per configuration: capture never allocates.
+    func allocate() throws -> Int
+
+    /// The buffer of `stream` in request slot `slot`.
+    func buffer(stream: Int, slot: Int) -> any FrameBuffer
+
+    /// Starts streaming. `controls` apply from the very first frame. Returns the controls the
+    /// camera does not support (left out, not failed).
+    @discardableResult
+    func start(controls: CameraControls) throws -> ControlSet
+
+    /// Queues request slot `slot` with `controls` and `cookie`. Returns the controls the camera
+    /// does not support. Throws `.busy` if the slot is already queued.
+    @discardableResult
+    func queue(slot: Int, cookie: UInt64, controls: CameraControls) throws -> ControlSet
+
+    /// Completed requests, in completion order. One consumer at a time. The sequence stays
+    /// open across stop and start; it ends when the camera is released, and throws
+    /// `.cameraLost` after the last request if the camera went away.
+    var completions: CompletionQueue { get }
+
+    /// Stops streaming. Every queued request is in `completions` (cancelled if unfilled) before
+    /// this returns.
+    func stop() throws
+
+    /// Stops if needed, frees buffers and gives the camera back. The handle is unusable after.
+    func release()
+}

@@ -1,0 +1,156 @@
+import Synchronization
+
+/// The completion side of a camera: producers (libcamera's drain thread, the simulated sensor)
+/// push completed requests; one consumer awaits them as an `AsyncSequence`.
+///
+/// Pushing never blocks and, in steady state, never allocates. Waiting uses a continuation, not
+/// polling.
+public final class CompletionQueue: AsyncSequence, Sendable {
+    public typealias Element = CompletedRequest
+
+    private struct Waiter {
+        var token: UInt64
+        var continuation: CheckedContinuation<CompletedRequest?, any Error>
+    }
+
+    private struct State {
+        var items = Ring<CompletedRequest>(capacity: 16)
+        var waiter: Waiter?
+        var nextToken: UInt64 = 0
+        var finished = false
+        var failure: ShutterbugError?
+        /// A deadline that passed before its waiter registered (the timer can win that race).
+        var expired: (token: UInt64, error: any Error)?
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Hands a completed request to the consumer.
+    public func push(_ request: CompletedRequest) {
+        let waiter: Waiter? = state.withLock { s in
+            if let w = s.waiter {
+                s.waiter = nil
+                return w
+            }
+            s.items.append(request)
+            return nil
+        }
+        waiter?.continuation.resume(returning: request)
+    }
+
+    /// Ends the sequence after the requests already pushed; with `error`, the consumer gets it
+    /// after the last request.
+    public func finish(throwing error: ShutterbugError? = nil) {
+        let waiter: Waiter? = state.withLock { s in
+            guard !s.finished else { return nil }
+            s.finished = true
+            s.failure = error
+            let w = s.waiter
+            s.waiter = nil
+            return w
+        }
+        if let waiter {
+            if let error { waiter.continuation.resume(throwing: error) } else { waiter.continuation.resume(returning: nil) }
+        }
+    }
+
+    /// How many completions wait to be read.
+    public var pendingCount: Int { state.withLock { $0.items.count } }
+
+    /// The next completion if one is waiting, without waiting.
+    public func tryNext() -> CompletedRequest? { state.withLock { $0.items.popFirst() } }
+
+    /// Waits for the next completion; `nil` when the sequence has ended.
+    ///
+    /// - Throws: `.cameraLost` when the camera went away, `CancellationError` when the task is
+    ///   cancelled.
+    public func next() async throws -> CompletedRequest? {
+        try await next(deadlineToken: nil)
+    }
+
+    /// Waits at most `timeout` for the next completion.
+    ///
+    /// - Throws: `.timeout` when nothing arrived in time, plus what `next()` throws.
+    public func next(timeout: Duration) async throws -> CompletedRequest? {
+        if let ready = try takeReady() { return ready }
+        let token = state.withLock { s -> UInt64 in
+            s.nextToken += 1
+            return s.nextToken
+        }
+        let timer = Task { [weak self] in
+            try await Task.sleep(for: timeout)
+            self?.expire(token: token, after: timeout)
+        }
+        defer { timer.cancel() }
+        return try await next(deadlineToken: token)
+    }
+
+    private func takeReady() throws -> CompletedRequest?? {
+        try state.withLock { s -> CompletedRequest?? in
+            if let item = s.items.popFirst() { return .some(item) }
+            if s.finished {
+                if let f = s.failure { throw f }
+                return .some(nil)
+            }
+            return nil
+        }
+    }
+
+    private func next(deadlineToken: UInt64?) async throws -> CompletedRequest? {
+        if let ready = try takeReady() { return ready }
+        let token = deadlineToken ?? state.withLock { s -> UInt64 in
+            s.nextToken += 1
+            return s.nextToken
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<CompletedRequest?, any Error>) in
+                enum Outcome { case wait, item(CompletedRequest), end, fail(any Error) }
+                let outcome: Outcome = state.withLock { s in
+                    if let item = s.items.popFirst() { return .item(item) }
+                    if s.finished { return s.failure.map { .fail($0) } ?? .end }
+                    if Task.isCancelled { return .fail(CancellationError()) }
+                    if let e = s.expired, e.token == token {
+                        s.expired = nil
+                        return .fail(e.error)
+                    }
+                    precondition(s.waiter == nil, "CompletionQueue has one consumer at a time")
+                    s.waiter = Waiter(token: token, continuation: c)
+                    return .wait
+                }
+                switch outcome {
+                case .wait: break
+                case .item(let item): c.resume(returning: item)
+                case .end: c.resume(returning: nil)
+                case .fail(let e): c.resume(throwing: e)
+                }
+            }
+        } onCancel: {
+            self.resumeWaiter(token: token, throwing: CancellationError())
+        }
+    }
+
+    private func expire(token: UInt64, after timeout: Duration) {
+        resumeWaiter(token: token, throwing: ShutterbugError(.timeout, "no frame completed within \(timeout.millisecondsDescription)"))
+    }
+
+    private func resumeWaiter(token: UInt64, throwing error: any Error) {
+        let waiter: Waiter? = state.withLock { s in
+            guard let w = s.waiter, w.token == token else {
+                s.expired = (token, error)
+                return nil
+            }
+            s.waiter = nil
+            return w
+        }
+        waiter?.continuation.resume(throwing: error)
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let queue: CompletionQueue
+        public mutating func next() async throws -> CompletedRequest? { try await queue.next() }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(queue: self) }
+}

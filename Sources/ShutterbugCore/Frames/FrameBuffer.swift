@@ -1,0 +1,29 @@
+/// Where one plane sits inside a frame buffer.
+public struct PlaneLayout: Hashable, Sendable {
+    /// Byte offset from the start of the buffer's memory.
+    public var offset: Int
+    /// Length in bytes.
+    public var length: Int
+    /// Bytes per row.
+    public var stride: Int
+    public init(offset: Int, length: Int, stride: Int) {
+        self.offset = offset
+        self.length = length
+        self.stride = stride
+    }
+}
+
+/// One buffer of one stream, allocated once and reused for the life of a configuration.
+///
+/// A completed request lends its buffers to the consumer until the request slot is queued
+/// again; reading a buffer after re-queueing it reads a frame being written.
+public protocol FrameBuffer: AnyObject, Sendable {
+    var width: Int { get }
+    var height: Int { get }
+    var pixelFormat: PixelFormat { get }
+    var planes: [PlaneLayout] { get }
+    /// The dmabuf fd, when the memory is one (libcamera); `nil` for process memory.
+    var dmabufFD: Int32? { get }
+    /// Calls `body` with the buffer's bytes (all planes, from offset 0).
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
+}

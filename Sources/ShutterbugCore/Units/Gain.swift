@@ -1,0 +1,44 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A sensor or digital gain as a linear factor (1.0 is unity).
+///
+/// ISO follows the mapping Apple and Raspberry Pi use: ISO 100 is a total gain of 1.0.
+public struct Gain: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The linear factor.
+    public var value: Double
+
+    /// Creates a gain from a linear factor.
+    public init(_ value: Double) { self.value = value }
+
+    /// Unity gain.
+    public static let unity = Gain(1.0)
+
+    /// Creates the gain equivalent to an ISO speed (ISO 100 = 1.0).
+    public init(iso: Double) { self.value = iso / 100.0 }
+
+    /// The ISO speed equivalent to this gain (gain 1.0 = ISO 100).
+    public var iso: Double { value * 100.0 }
+
+    /// The gain in photographic stops (EV) relative to unity.
+    public var stops: Double { log2(value) }
+
+    public static func < (lhs: Gain, rhs: Gain) -> Bool { lhs.value < rhs.value }
+    public static func * (lhs: Gain, rhs: Gain) -> Gain { Gain(lhs.value * rhs.value) }
+
+    public var description: String { String(format2: value) + "x" }
+}
+
+extension String {
+    /// Formats a number with two decimals without Foundation.
+    public init(format2 value: Double) {
+        let scaled = (value * 100).rounded()
+        let sign = scaled < 0 ? "-" : ""
+        let magnitude = abs(Int64(scaled))
+        let cents = magnitude % 100
+        self = "\(sign)\(magnitude / 100).\(cents < 10 ? "0" : "")\(cents)"
+    }
+}

@@ -1,0 +1,319 @@
+import ShutterbugCore
+
+/// A camera in-process, behaving like the Raspberry Pi pipeline (`SimulatedPipeline`): the
+/// default when no camera is attached, and the bed every scheduling rule is tested on.
+///
+/// A sensor thread runs the frame loop: in real time it paces frames on the monotonic clock and
+/// drops frames when no request is waiting (a starved pipeline); in virtual time it runs as fast
+/// as the CPU allows and waits for requests instead.
+public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
+    // `@unchecked Sendable`: every mutable field below is guarded by `lock`, which the sensor
+    // thread and callers share; the pipeline itself lives on the sensor thread only.
+
+    public let profile: SensorProfile
+    public let options: SimulationOptions
+    public let info: CameraInfo
+    public let completions = CompletionQueue()
+
+    private let lock = ConditionLock()
+    private let renderer = SceneRenderer()
+    private var requested: [StreamRequest] = []
+    private var streams: [StreamConfiguration] = []
+    private var mode: SensorMode
+    private var slotBuffers: [[SimulatedFrameBuffer]] = []
+    private var slotBoxes: [[any FrameBuffer]] = []
+    private var queued = Ring<SimulatedPipeline.Request>(capacity: 16)
+    private var slotQueued: [Bool] = []
+    private var running = false
+    private var stopping = false
+    private var lost = false
+    private var released = false
+    private var thread: OSThread?
+    private var startCount: UInt64 = 0
+
+    /// Creates a simulated camera with a sensor profile.
+    public init(profile: SensorProfile, options: SimulationOptions = SimulationOptions()) {
+        self.profile = profile
+        self.options = options
+        self.mode = profile.fullResolution
+        self.info = CameraInfo(
+            id: "sim:\(profile.model)", model: profile.model,
+            pixelArrayWidth: profile.fullResolution.width, pixelArrayHeight: profile.fullResolution.height,
+            isSimulated: true)
+    }
+
+    deinit { release() }
+
+    /// The sensor mode chosen by the last `configure`.
+    public var sensorMode: SensorMode { lock.withLock { mode } }
+
+    public var controlLimits: ControlLimits {
+        let m = sensorMode
+        var supported: ControlSet = [.aeEnable, .exposureTime, .analogueGain, .exposureValue, .awbEnable, .colourGains, .frameDurationLimits]
+        if profile.hasFocusMotor { supported.formUnion([.afMode, .lensPosition]) }
+        return ControlLimits(
+            supported: supported,
+            exposureTime: profile.exposureRange(in: m),
+            analogueGain: profile.analogueGainRange,
+            frameDuration: m.minFramePeriod...(m.maxExposure + m.margin),
+            lensPosition: profile.lensRange)
+    }
+
+    // MARK: Configuration
+
+    public func configure(_ requests: [StreamRequest]) throws -> CameraConfiguration {
+        try lock.withLock {
+            try checkUsable()
+            guard !running else { throw ShutterbugError(.invalidState, "cannot configure \(info.id) while it is running; stop it first") }
+            guard !requests.isEmpty, requests.count <= 4 else {
+                throw ShutterbugError(.invalidArgument, "a configuration has 1 to 4 streams, not \(requests.count)")
+            }
+            let full = profile.fullResolution
+            // The raw stream, or else the largest processed stream, picks the sensor mode.
+            let sizes = requests.map { defaultSize(for: $0) }
+            let driving = requests.firstIndex { $0.role == .raw }.map { sizes[$0] } ?? sizes.max { $0.0 * $0.1 < $1.0 * $1.1 }!
+            let chosen = profile.mode(forWidth: driving.0, height: driving.1)
+
+            var settled: [StreamConfiguration] = []
+            for (r, size) in zip(requests, sizes) {
+                var w = min(size.0, full.width), h = min(size.1, full.height)
+                let format: PixelFormat
+                if r.role == .raw {
+                    (w, h) = (chosen.width, chosen.height)
+                    format = .sbggr16
+                } else {
+                    let supported: [PixelFormat] = [.yuv420, .xrgb8888, .rgb888, .bgr888]
+                    format = r.pixelFormat.flatMap { supported.contains($0) ? $0 : nil } ?? defaultFormat(for: r.role)
+                    // ISP output: even sizes (YUV420 chroma subsampling), at least 64x64.
+                    w = max(64, w & ~1)
+                    h = max(64, h & ~1)
+                }
+                let count = min(max(r.bufferCount ?? defaultBufferCount(for: r.role), 1), 16)
+                let layout = SimulatedBufferLayout(width: w, height: h, format: format)
+                settled.append(StreamConfiguration(role: r.role, width: w, height: h, pixelFormat: format, stride: layout.planes[0].stride, frameSize: layout.size, bufferCount: count))
+            }
+            requested = requests
+            streams = settled
+            mode = chosen
+            slotBuffers = []
+            slotBoxes = []
+            return CameraConfiguration(streams: settled, adjustments: CameraConfiguration.adjustments(requested: requests, settled: settled))
+        }
+    }
+
+    private func defaultSize(for r: StreamRequest) -> (Int, Int) {
+        let full = profile.fullResolution
+        let fallback: (Int, Int)
+        switch r.role {
+        case .raw, .still: fallback = (full.width, full.height)
+        case .video: fallback = (min(1920, full.width), min(1080, full.height))
+        case .viewfinder: fallback = (800, 600)
+        }
+        return (r.width ?? fallback.0, r.height ?? fallback.1)
+    }
+
+    private func defaultFormat(for role: StreamRole) -> PixelFormat {
+        role == .viewfinder ? .xrgb8888 : .yuv420
+    }
+
+    /// The Pi's defaults: raw 2, still 1 (too few for a bracket), video and viewfinder 4.
+    private func defaultBufferCount(for role: StreamRole) -> Int {
+        switch role {
+        case .raw: return 2
+        case .still: return 1
+        case .video, .viewfinder: return 4
+        }
+    }
+
+    public func allocate() throws -> Int {
+        try lock.withLock {
+            try checkUsable()
+            guard !running else { throw ShutterbugError(.invalidState, "cannot allocate buffers while \(info.id) is running") }
+            guard !streams.isEmpty else { throw ShutterbugError(.invalidState, "configure \(info.id) before allocating buffers") }
+            let slots = streams.map(\.bufferCount).min()!
+            slotBuffers = (0..<slots).map { _ in
+                streams.map { s in
+                    SimulatedFrameBuffer(layout: SimulatedBufferLayout(width: s.width, height: s.height, format: s.pixelFormat), profile: profile, renderer: renderer)
+                }
+            }
+            slotBoxes = slotBuffers.map { $0.map { $0 as any FrameBuffer } }
+            slotQueued = Array(repeating: false, count: slots)
+            queued = Ring(capacity: slots)
+            return slots
+        }
+    }
+
+    public func buffer(stream: Int, slot: Int) -> any FrameBuffer {
+        lock.withLock { slotBuffers[slot][stream] }
+    }
+
+    // MARK: Streaming
+
+    @discardableResult
+    public func start(controls: CameraControls) throws -> ControlSet {
+        let unsupported = controls.set.subtracting(controlLimits.supported)
+        let (pipeline, generation) = try lock.withLock { () throws -> (SimulatedPipeline, UInt64) in
+            try checkUsable()
+            guard !running else { throw ShutterbugError(.invalidState, "\(info.id) is already running") }
+            guard !slotBuffers.isEmpty else { throw ShutterbugError(.invalidState, "allocate buffers before starting \(info.id)") }
+            running = true
+            stopping = false
+            startCount += 1
+            var options = self.options
+            options.seed = options.seed &+ (startCount - 1) &* 0x9E37_79B9_7F4A_7C15
+            let p = SimulatedPipeline(profile: profile, mode: mode, options: options, start: MonotonicClock.now(), controls: strip(controls, unsupported))
+            return (p, startCount)
+        }
+        _ = generation
+        thread = OSThread { [self] in sensorLoop(pipeline) }
+        return unsupported
+    }
+
+    @discardableResult
+    public func queue(slot: Int, cookie: UInt64, controls: CameraControls) throws -> ControlSet {
+        let unsupported = controls.set.subtracting(controlLimits.supported)
+        try lock.withLock {
+            if lost { throw ShutterbugError(.cameraLost, "\(info.id) went away") }
+            try checkUsable()
+            guard running, !stopping else { throw ShutterbugError(.invalidState, "\(info.id) is not running; start it before queueing requests") }
+            guard slot >= 0, slot < slotQueued.count else {
+                throw ShutterbugError(.invalidArgument, "request slot \(slot) is out of range 0...\(slotQueued.count - 1)")
+            }
+            guard !slotQueued[slot] else { throw ShutterbugError(.busy, "request slot \(slot) is already queued") }
+            slotQueued[slot] = true
+            queued.append(SimulatedPipeline.Request(slot: slot, cookie: cookie, controls: strip(controls, unsupported)))
+            lock.broadcast()
+        }
+        return unsupported
+    }
+
+    public func stop() throws {
+        let t: OSThread? = lock.withLock {
+            guard running else { return nil }
+            stopping = true
+            lock.broadcast()
+            return thread
+        }
+        t?.join()
+        let cancelled = lock.withLock { () -> [CompletedRequest] in
+            guard running else { return [] }
+            running = false
+            stopping = false
+            thread = nil
+            return drainQueued()
+        }
+        for c in cancelled { completions.push(c) }
+    }
+
+    public func release() {
+        try? stop()
+        let first = lock.withLock { () -> Bool in
+            defer { released = true }
+            return !released
+        }
+        if first { completions.finish() }
+    }
+
+    /// Makes the camera disappear now, as if unplugged (fault injection).
+    public func disconnect() {
+        let t: OSThread? = lock.withLock {
+            lost = true
+            lock.broadcast()
+            return thread
+        }
+        t?.join()
+        let cancelled = lock.withLock { () -> [CompletedRequest] in
+            running = false
+            thread = nil
+            return drainQueued()
+        }
+        for c in cancelled { completions.push(c) }
+        completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away"))
+    }
+
+    // MARK: The sensor thread
+
+    private func sensorLoop(_ initial: SimulatedPipeline) {
+        var pipeline = initial
+        let realTime = options.clock == .realTime
+        let faults = options.faults
+        var faultRNG = SplitMix64(seed: options.seed ^ 0xFA17)
+        while true {
+            let timing = pipeline.beginFrame()
+            if let f = faults.disconnectAtFrame, timing.sequence >= f {
+                let cancelled = lock.withLock { () -> [CompletedRequest] in
+                    lost = true
+                    running = false
+                    return drainQueued()
+                }
+                for c in cancelled { completions.push(c) }
+                completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away at frame \(timing.sequence)"))
+                return
+            }
+            if let f = faults.stallAtFrame, timing.sequence == f {
+                if realTime {
+                    let resume = MonotonicClock.now() + faults.stallDuration
+                    let interrupted = lock.withLock { () -> Bool in
+                        while !stopping, !lost, MonotonicClock.now() < resume { lock.wait(until: resume) }
+                        return stopping || lost
+                    }
+                    if interrupted { return }
+                }
+                pipeline.stall(for: faults.stallDuration)
+                continue
+            }
+
+            let request: SimulatedPipeline.Request? = lock.withLock {
+                if realTime {
+                    while !stopping, !lost, MonotonicClock.now() < timing.completion {
+                        lock.wait(until: timing.completion)
+                    }
+                } else {
+                    while !stopping, !lost, queued.isEmpty { lock.wait() }
+                }
+                if stopping || lost { return nil }
+                return queued.popFirst()
+            }
+            if lock.withLock({ stopping || lost }) { return }
+
+            switch pipeline.finishFrame(request: request) {
+            case .dropped:
+                continue
+            case .completed(let frame):
+                let slot = frame.request.slot
+                let boxes = lock.withLock { () -> [any FrameBuffer] in
+                    for b in slotBuffers[slot] { b.recipe = frame.recipe }
+                    slotQueued[slot] = false
+                    return slotBoxes[slot]
+                }
+                let failed = faults.requestErrorProbability > 0 && faultRNG.unit() < faults.requestErrorProbability
+                completions.push(CompletedRequest(
+                    slot: slot, cookie: frame.request.cookie, status: failed ? .error : .complete,
+                    metadata: frame.metadata, buffers: boxes))
+            }
+        }
+    }
+
+    // MARK: Helpers (lock held)
+
+    private func drainQueued() -> [CompletedRequest] {
+        var out: [CompletedRequest] = []
+        while let r = queued.popFirst() {
+            slotQueued[r.slot] = false
+            out.append(CompletedRequest(slot: r.slot, cookie: r.cookie, status: .cancelled, metadata: FrameMetadata(sequence: 0), buffers: slotBoxes[r.slot]))
+        }
+        return out
+    }
+
+    private func checkUsable() throws {
+        if released { throw ShutterbugError(.invalidState, "\(info.id) has been released") }
+    }
+
+    private func strip(_ c: CameraControls, _ unsupported: ControlSet) -> CameraControls {
+        guard !unsupported.isEmpty else { return c }
+        var c = c
+        if unsupported.contains(.afMode) { c.afMode = nil }
+        if unsupported.contains(.lensPosition) { c.lensPosition = nil }
+        return c
+    }
+}

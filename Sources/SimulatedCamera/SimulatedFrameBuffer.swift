@@ -1,0 +1,75 @@
+import ShutterbugCore
+
+/// The memory layout of one simulated stream's buffers.
+struct SimulatedBufferLayout: Sendable {
+    var width: Int
+    var height: Int
+    var format: PixelFormat
+    var planes: [PlaneLayout]
+    var size: Int
+
+    /// Lays out a frame the way libcamera's Pi pipeline does: rows aligned to 64 bytes, YUV420
+    /// as three planes in one buffer.
+    init(width: Int, height: Int, format: PixelFormat) {
+        self.width = width
+        self.height = height
+        self.format = format
+        func align(_ v: Int) -> Int { (v + 63) & ~63 }
+        switch format {
+        case .yuv420:
+            let ys = align(width)
+            let cs = align(width / 2)
+            let yLen = ys * height
+            let cLen = cs * (height / 2)
+            planes = [
+                PlaneLayout(offset: 0, length: yLen, stride: ys),
+                PlaneLayout(offset: yLen, length: cLen, stride: cs),
+                PlaneLayout(offset: yLen + cLen, length: cLen, stride: cs),
+            ]
+            size = yLen + 2 * cLen
+        default:
+            let stride = align(width * (format.bytesPerPixel ?? 2))
+            planes = [PlaneLayout(offset: 0, length: stride * height, stride: stride)]
+            size = stride * height
+        }
+    }
+}
+
+/// A simulated stream buffer: process memory allocated once, rendered lazily from the recipe of
+/// the frame it last carried, so frames nobody looks at cost nothing to "capture".
+///
+/// `@unchecked Sendable`: the sensor thread sets `recipe` before it hands the completion over
+/// (the completion queue's lock orders it), and only the slot's owner touches the buffer until
+/// it queues the slot again, so no two threads use it at once.
+final class SimulatedFrameBuffer: FrameBuffer, @unchecked Sendable {
+    let layout: SimulatedBufferLayout
+    let profile: SensorProfile
+    private let memory: UnsafeMutableRawBufferPointer
+    private let renderer: SceneRenderer
+    var recipe: SimulatedPipeline.FrameRecipe?
+    private var rendered: SimulatedPipeline.FrameRecipe?
+
+    init(layout: SimulatedBufferLayout, profile: SensorProfile, renderer: SceneRenderer) {
+        self.layout = layout
+        self.profile = profile
+        self.renderer = renderer
+        memory = .allocate(byteCount: layout.size, alignment: 64)
+        memory.initializeMemory(as: UInt8.self, repeating: 0)
+    }
+
+    deinit { memory.deallocate() }
+
+    var width: Int { layout.width }
+    var height: Int { layout.height }
+    var pixelFormat: PixelFormat { layout.format }
+    var planes: [PlaneLayout] { layout.planes }
+    var dmabufFD: Int32? { nil }
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        if let recipe, recipe != rendered {
+            renderer.render(recipe, into: memory, layout: layout, profile: profile)
+            rendered = recipe
+        }
+        return try body(UnsafeRawBufferPointer(memory))
+    }
+}

@@ -1,0 +1,214 @@
+import ShutterbugCore
+
+/// The Raspberry Pi camera pipeline as a pure state machine: a free-running sensor, requests
+/// paired with frames already captured, an IPA whose sensor writes land several frames later,
+/// the 30 Hz algorithm rate limit, drops, and a slewing lens.
+///
+/// The sensor runs one frame per `beginFrame`/`finishFrame` pair. A frame paired with a request
+/// passes the request's controls to the IPA; if the IPA runs on that frame, its sensor writes
+/// land `delays.max + 1` or `+ 2` sensor frames later (CAMERA-FACTS §2), never on the paired
+/// frame itself. Colour controls apply to the paired frame. Metadata reports what each frame
+/// was really exposed with, quantised to the line time.
+public struct SimulatedPipeline: Sendable {
+    /// A request as the pipeline sees it.
+    public struct Request: Sendable {
+        public var slot: Int
+        public var cookie: UInt64
+        public var controls: CameraControls
+        public init(slot: Int, cookie: UInt64, controls: CameraControls) {
+            self.slot = slot
+            self.cookie = cookie
+            self.controls = controls
+        }
+    }
+
+    /// Register values of one sensor frame.
+    struct SensorSettings: Hashable, Sendable {
+        var exposureLines: Int
+        var gainCode: Int
+        var frameLengthLines: Int
+        var digitalGain: Double
+    }
+
+    /// The timing of the frame being read out, known before any request pairs with it.
+    public struct FrameTiming: Sendable {
+        public var sequence: UInt64
+        /// Start of readout (`SensorTimestamp`).
+        public var readout: SensorTime
+        public var frameDuration: Duration
+        public var exposure: Duration
+        /// When the frame has been read out and processed, i.e. when it can complete.
+        public var completion: SensorTime
+    }
+
+    /// What the image of a frame is made from; rendered only if someone reads the pixels.
+    public struct FrameRecipe: Sendable, Hashable {
+        public var sequence: UInt64
+        /// Scene signal as a fraction of full scale: scene rate × exposure × total gain.
+        public var signal: Double
+        public var totalGain: Double
+        /// |physical lens position − subject| in dioptres during the exposure.
+        public var defocus: Double
+        public var colourGains: ColourGains
+    }
+
+    /// A frame paired with a request.
+    public struct Frame: Sendable {
+        public var request: Request
+        public var metadata: FrameMetadata
+        public var recipe: FrameRecipe
+        /// Whether the IPA ran its algorithms on this frame.
+        public var ipaRan: Bool
+        /// The sensor frame on which this request's sensor writes land, if the IPA ran.
+        public var landsOn: UInt64?
+    }
+
+    public enum Outcome: Sendable {
+        case completed(Frame)
+        /// The frame was lost: no request was waiting, or the pipeline dropped it.
+        case dropped(sequence: UInt64)
+    }
+
+    public let profile: SensorProfile
+    public let mode: SensorMode
+    public let options: SimulationOptions
+
+    var rng: SplitMix64
+    /// The next sensor frame's number.
+    public private(set) var sequence: UInt64 = 0
+    var current: SensorSettings
+    var writes = Ring<(frame: UInt64, settings: SensorSettings)>(capacity: 8)
+    var lastLanding: UInt64?
+    var lastRun: (frame: UInt64, late: Bool)?
+    var lastIPARun: SensorTime?
+    var previousReadout: SensorTime
+    var pendingTiming: FrameTiming?
+
+    // IPA state: what the algorithms aim for.
+    var agc: AGCState
+    var awbEnabled = true
+    var manualColourGains: ColourGains?
+    var lens: LensState
+
+    /// Scene signal per second of exposure at unity gain, as a fraction of full scale.
+    var sceneRate: Double { 18.0 * options.sceneLux / 400.0 }
+    /// The white-balance gains the scene's illuminant (5000 K) needs.
+    static let sceneNeutralGains = ColourGains(red: 1.9, blue: 1.55)
+
+    /// Creates the pipeline with the sensor started at `start` with `controls`, which apply
+    /// from the very first frame.
+    public init(profile: SensorProfile, mode: SensorMode, options: SimulationOptions, start: SensorTime, controls: CameraControls) {
+        self.profile = profile
+        self.mode = mode
+        self.options = options
+        self.rng = SplitMix64(seed: options.seed)
+        self.previousReadout = start
+        self.agc = AGCState()
+        self.lens = LensState(position: profile.defaultLensPosition)
+        self.current = SensorSettings(exposureLines: 1, gainCode: 0, frameLengthLines: 1, digitalGain: 1)
+        current = agcSettings(filtered: false)
+        apply(controls)
+        current = agcSettings(filtered: false)
+        if let target = lensTarget { lens.commanded = target; lens.position = target }
+        // Lens and colour controls passed to start() are in force from the first frame.
+    }
+
+    // MARK: Frames
+
+    /// Starts the next sensor frame: applies the sensor writes that land on it and returns its
+    /// timing. Call `finishFrame` next.
+    public mutating func beginFrame() -> FrameTiming {
+        if let t = pendingTiming { return t }
+        while let w = writes.first, w.frame <= sequence {
+            current = w.settings
+            _ = writes.popFirst()
+        }
+        let fd = mode.lineTime * current.frameLengthLines
+        let exposure = mode.lineTime * current.exposureLines
+        let readout = previousReadout + fd
+        // Completion after the frame is read out and through the ISP (a few ms).
+        let completion = readout + mode.readoutTime + .milliseconds(4)
+        let t = FrameTiming(sequence: sequence, readout: readout, frameDuration: fd, exposure: exposure, completion: completion)
+        pendingTiming = t
+        return t
+    }
+
+    /// Finishes the frame begun by `beginFrame`, pairing it with `request` (nil: none waiting).
+    public mutating func finishFrame(request: Request?) -> Outcome {
+        let timing = beginFrame()
+        pendingTiming = nil
+        sequence += 1
+        previousReadout = timing.readout
+
+        let dropped = options.dropProbability > 0 && rng.unit() < options.dropProbability
+        guard let request, !dropped else { return .dropped(sequence: timing.sequence) }
+
+        // The frame was exposed with `current` and the lens as it physically was.
+        let exposed = current
+        let midExposure = timing.readout + mode.readoutTime / 2 - timing.exposure / 2
+        let physicalLens = lens.physicalPosition(at: midExposure)
+
+        apply(request.controls)
+        let colourGains = manualColourGains.flatMap { awbEnabled ? nil : $0 } ?? Self.sceneNeutralGains
+
+        var landsOn: UInt64?
+        let ipaRuns = lastIPARun.map { timing.readout - $0 >= options.ipaMinInterval * 0.9 } ?? true
+        if ipaRuns {
+            lastIPARun = timing.readout
+            landsOn = schedule(agcSettings(filtered: true), pairedWith: timing.sequence)
+            stepLens(at: timing.completion)
+        }
+
+        let analogue = profile.gainModel.gain(forCode: exposed.gainCode)
+        let metadata = FrameMetadata(
+            sequence: UInt32(truncatingIfNeeded: timing.sequence),
+            sensorTimestamp: timing.readout,
+            exposureTime: timing.exposure,
+            analogueGain: Gain(analogue),
+            digitalGain: Gain(exposed.digitalGain),
+            frameDuration: timing.frameDuration,
+            lensPosition: profile.hasFocusMotor ? Dioptres(lens.commanded) : nil,
+            colourGains: colourGains,
+            colourTemperature: awbEnabled ? 5000 : nil,
+            lux: options.sceneLux)
+        let total = analogue * exposed.digitalGain
+        let recipe = FrameRecipe(
+            sequence: timing.sequence,
+            signal: sceneRate * timing.exposure.secondsValue * total,
+            totalGain: total,
+            defocus: profile.hasFocusMotor ? abs(physicalLens - subjectDioptres) : 0,
+            colourGains: colourGains)
+        return .completed(Frame(request: request, metadata: metadata, recipe: recipe, ipaRan: ipaRuns, landsOn: landsOn))
+    }
+
+    /// Lets `duration` pass with the sensor running and no frame delivered (a stall).
+    public mutating func stall(for duration: Duration) {
+        pendingTiming = nil
+        let fd = mode.lineTime * current.frameLengthLines
+        let frames = max(1, Int(duration.nanosecondsValue / max(1, fd.nanosecondsValue)))
+        sequence += UInt64(frames)
+        previousReadout = previousReadout + fd * frames
+    }
+
+    /// Schedules sensor writes from the IPA run on `frame`; returns the landing frame.
+    mutating func schedule(_ settings: SensorSettings, pairedWith frame: UInt64) -> UInt64 {
+        let offsets = profile.delays.landingOffsets
+        var late: Bool
+        switch options.landing {
+        case .early: late = false
+        case .late: late = true
+        case .random:
+            late = rng.next() & 1 == 1
+            // Lateness is a phase that persists across back-to-back runs: a run right after a
+            // late one cannot be early, or its write would overtake the earlier one.
+            if let last = lastRun, last.late, last.frame + 1 == frame { late = true }
+        }
+        var landing = frame + UInt64(late ? offsets.upperBound : offsets.lowerBound)
+        if let previous = lastLanding, landing <= previous { landing = previous + 1 }
+        lastRun = (frame, late)
+        lastLanding = landing
+        if writes.count == writes.capacity { _ = writes.popFirst() }
+        writes.append((landing, settings))
+        return landing
+    }
+}

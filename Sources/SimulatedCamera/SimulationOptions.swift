@@ -1,0 +1,54 @@
+/// How the simulated camera behaves: the knobs of the Pi pipeline model and fault injection.
+public struct SimulationOptions: Hashable, Sendable {
+    /// Which of the two possible frames a request's sensor controls land on.
+    public enum Landing: String, Hashable, Sendable, CaseIterable {
+        /// Always max delay + 1 paired frames later.
+        case early
+        /// Always max delay + 2 paired frames later.
+        case late
+        /// Either, varying from frame to frame, as on a real Pi.
+        case random
+    }
+
+    /// How frames are paced.
+    public enum Clock: String, Hashable, Sendable {
+        /// Frames arrive at the sensor's pace on the monotonic clock (the CLI).
+        case realTime = "real"
+        /// Frames arrive as fast as the CPU allows; timestamps follow the sensor's timeline
+        /// (tests, benchmarks). A request is never starved: consumer time counts as zero.
+        case virtual
+    }
+
+    public var landing: Landing = .random
+    /// Probability that a frame is dropped by the pipeline (a gap in sequence numbers).
+    public var dropProbability: Double = 0
+    /// The IPA skips its algorithms on frames closer than 90% of this (Raspberry Pi default
+    /// 1/30 s), so a new exposure can start only every 2nd frame at 56 fps. Zero disables it.
+    public var ipaMinInterval: Duration = .nanoseconds(33_333_333)
+    public var seed: UInt64 = 1
+    public var clock: Clock = .realTime
+    /// Scene brightness in lux; 400 lux meters to 1/100 s at gain 1.0.
+    public var sceneLux: Double = 400
+    /// Subject distance in metres; the synthetic scene is sharp when the lens focuses there.
+    public var subjectDistance: Double = 1.0
+    /// Mechanical settle time of the focus motor after each move.
+    public var lensSettleTime: Duration = .milliseconds(12)
+    /// Most dioptres the lens moves per algorithm run (1.5 on the Pi, 2.0 with fast AF).
+    public var lensMaxStep: Double = 1.5
+    public var faults = Faults()
+
+    public init() {}
+
+    /// Faults to inject, for testing how the product copes.
+    public struct Faults: Hashable, Sendable {
+        /// Probability that a completed request reports a buffer error.
+        public var requestErrorProbability: Double = 0
+        /// At this sensor frame the pipeline goes silent for `stallDuration` (a timeout).
+        public var stallAtFrame: UInt64?
+        public var stallDuration: Duration = .seconds(2)
+        /// At this sensor frame the camera disappears: queued requests come back cancelled and
+        /// the completion sequence throws `.cameraLost`.
+        public var disconnectAtFrame: UInt64?
+        public init() {}
+    }
+}

@@ -1,0 +1,108 @@
+import ArgumentParser
+import LibcameraBackend
+import ShutterbugCore
+import SimulatedCamera
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Chooses and opens a camera: a libcamera id, or `sim:MODEL` with the simulation's knobs.
+struct CameraOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "Camera to use: a libcamera id from `shutterbug cameras`, or sim:MODEL for the simulated camera (sim:imx219, sim:imx477, sim:imx708, sim:imx296, sim:ov5647). Default: $SHUTTERBUG_CAMERA, else the first libcamera camera, else sim:imx477.",
+        valueName: "id"))
+    var camera: String?
+
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: which frame new sensor controls land on, early (max delay + 1), late (+ 2) or random, as on a real Pi.", valueName: "early|late|random"))
+    var landing: String = "random"
+
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: probability (0...1) that the pipeline drops a frame.", valueName: "p"))
+    var dropProbability: Double = 0
+
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: the IPA runs its algorithms at most this often (Raspberry Pi: 30 Hz); 0 turns the limit off.", valueName: "hz"))
+    var ipaRate: Double = 30
+
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: random seed, for runs that replay exactly.", valueName: "n"))
+    var seed: UInt64 = 1
+
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: scene brightness in lux (400 meters to 1/100 s at gain 1).", valueName: "lux"))
+    var sceneLux: Double = 400
+
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: subject distance in metres (the scene is sharp when focused there).", valueName: "m"))
+    var subjectDistance: Double = 1.0
+
+    @Flag(name: .long, help: "Simulated camera: run in virtual time, as fast as the CPU allows, instead of real time.")
+    var virtualTime = false
+
+    /// The simulation options these flags describe.
+    ///
+    /// - Throws: `ValidationError` naming the accepted range.
+    func simulationOptions(clock: SimulationOptions.Clock? = nil) throws -> SimulationOptions {
+        var o = SimulationOptions()
+        guard let l = SimulationOptions.Landing(rawValue: landing) else {
+            throw ValidationError("--landing must be early, late or random, not '\(landing)'")
+        }
+        guard (0...1).contains(dropProbability), dropProbability < 1 else {
+            throw ValidationError("--drop-probability must be in 0...1 (excluding 1), not \(dropProbability)")
+        }
+        guard ipaRate >= 0, ipaRate <= 1000 else {
+            throw ValidationError("--ipa-rate must be in 0...1000 Hz (0 turns the limit off), not \(ipaRate)")
+        }
+        guard sceneLux > 0, sceneLux <= 200_000 else {
+            throw ValidationError("--scene-lux must be in 0...200000 lux (exclusive of 0), not \(sceneLux)")
+        }
+        guard subjectDistance >= 0.05 else {
+            throw ValidationError("--subject-distance must be at least 0.05 m, not \(subjectDistance)")
+        }
+        o.landing = l
+        o.dropProbability = dropProbability
+        o.ipaMinInterval = ipaRate == 0 ? .zero : .seconds(exactly: 1 / ipaRate)
+        o.seed = seed
+        o.sceneLux = sceneLux
+        o.subjectDistance = subjectDistance
+        o.clock = clock ?? (virtualTime ? .virtual : .realTime)
+        return o
+    }
+
+    /// Opens the chosen camera. Without a choice: the first libcamera camera, else the
+    /// simulated IMX477, with a one-line notice on standard error.
+    func open(clock: SimulationOptions.Clock? = nil) throws -> any CameraBackend {
+        let chosen = camera ?? environment("SHUTTERBUG_CAMERA")
+        if let id = chosen, id.hasPrefix("sim:") {
+            return try openSimulated(model: String(id.dropFirst(4)), clock: clock)
+        }
+        let manager: LibcameraManager
+        do {
+            manager = try LibcameraManager()
+        } catch {
+            if let id = chosen { throw ShutterbugError(.noSuchCamera, "cannot open '\(id)': \(error)") }
+            notice("libcamera could not start (\(error)); using the simulated IMX477 (sim:imx477)")
+            return try openSimulated(model: "imx477", clock: clock)
+        }
+        if let id = chosen { return try manager.open(id) }
+        if let first = manager.cameras.first { return try manager.open(first.id) }
+        notice("no camera attached; using the simulated IMX477 (sim:imx477). `shutterbug cameras` lists the others.")
+        return try openSimulated(model: "imx477", clock: clock)
+    }
+
+    private func openSimulated(model: String, clock: SimulationOptions.Clock?) throws -> SimulatedCamera {
+        guard let profile = SensorProfile.named(model) else {
+            let known = SensorProfile.catalogue.map { "sim:\($0.model)" }.joined(separator: ", ")
+            throw ShutterbugError(.noSuchCamera, "unknown simulated camera 'sim:\(model)'; choose one of \(known)")
+        }
+        return SimulatedCamera(profile: profile, options: try simulationOptions(clock: clock))
+    }
+}
+
+func environment(_ name: String) -> String? {
+    guard let v = getenv(name) else { return nil }
+    let s = String(cString: v)
+    return s.isEmpty ? nil : s
+}
+
+/// A line for a person, on standard error so standard output stays machine-readable.
+func notice(_ message: String) {
+    var line = "shutterbug: " + message + "\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}

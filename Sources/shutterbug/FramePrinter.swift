@@ -1,0 +1,115 @@
+import ShutterbugCore
+
+/// Prints one line (or JSON object) per frame, noting what changed and where frames were lost,
+/// and a summary naming the first frame that carries the requested settings.
+struct FramePrinter {
+    let json: Bool
+    let tolerance: Duration
+    private var previous: FrameMetadata?
+    private var frames = 0
+    private var dropped = 0
+    private var errors = 0
+    private var pairedFrame: UInt32?
+    private var syncFrame: FrameMetadata?
+    private var firstTimestamp: SensorTime?
+    private var lastTimestamp: SensorTime?
+
+    init(json: Bool, tolerance: Duration) {
+        self.json = json
+        self.tolerance = tolerance
+    }
+
+    mutating func frame(_ c: CompletedRequest, requestedWith cookie: UInt64?, target: ManualSettings) {
+        let m = c.metadata
+        frames += 1
+        if c.status == .error { errors += 1 }
+        let gap = previous.map { Int(m.sequence) - Int($0.sequence) - 1 } ?? 0
+        if gap > 0 { dropped += gap }
+        if let cookie, c.cookie == cookie, pairedFrame == nil { pairedFrame = m.sequence }
+        let requestQueued = cookie == nil || pairedFrame != nil
+        if syncFrame == nil, !target.isEmpty, requestQueued, target.isCarried(by: m) { syncFrame = m }
+        if firstTimestamp == nil { firstTimestamp = m.sensorTimestamp }
+        lastTimestamp = m.sensorTimestamp ?? lastTimestamp
+
+        let changed = changes(from: previous, to: m)
+        if json {
+            var o = JSONObject()
+            o.add("sequence", Int(m.sequence))
+            o.add("cookie", Int(c.cookie))
+            o.add("status", "\(c.status)")
+            o.add("sensorTimestampNs", m.sensorTimestamp?.nanoseconds)
+            o.add("exposureTimeUs", m.exposureTime.map { $0.microsecondsValue })
+            o.add("analogueGain", m.analogueGain?.value)
+            o.add("digitalGain", m.digitalGain?.value)
+            o.add("frameDurationUs", m.frameDuration.map { $0.microsecondsValue })
+            o.add("lensPosition", m.lensPosition?.value)
+            o.add("colourGainRed", m.colourGains?.red)
+            o.add("colourGainBlue", m.colourGains?.blue)
+            o.add("dropped", gap)
+            o.add("changed", changed)
+            print(o.text)
+        } else {
+            var line = "#\(pad(String(m.sequence), 5))  t=\(m.sensorTimestamp?.description ?? "-")"
+            line += "  exp \(pad(m.exposureTime.map { "\(Int($0.microsecondsValue.rounded())) µs" } ?? "-", 10))"
+            line += "  gain \(m.analogueGain.map { String(format2: $0.value) } ?? "-")×\(m.digitalGain.map { String(format2: $0.value) } ?? "-")"
+            line += "  fd \(pad(m.frameDuration?.millisecondsDescription ?? "-", 10))"
+            if let l = m.lensPosition { line += "  lens \(String(format2: l.value)) dpt" }
+            if c.status != .complete { line += "  [\(c.status)]" }
+            if gap > 0 { line += "  (\(gap) dropped)" }
+            if !changed.isEmpty { line += "  changed: \(changed.joined(separator: ", "))" }
+            if c.cookie == cookie, pairedFrame == m.sequence { line += "  <- request #\(c.cookie) with the new settings" }
+            if let s = syncFrame, s.sequence == m.sequence, !target.isEmpty { line += "  <- first frame carrying them" }
+            print(line)
+        }
+        previous = m
+    }
+
+    func summary(camera: String, unsupported: ControlSet, target: ManualSettings) {
+        let span = (firstTimestamp != nil && lastTimestamp != nil) ? (lastTimestamp! - firstTimestamp!) : nil
+        if json {
+            var o = JSONObject()
+            o.add("summary", true)
+            o.add("camera", camera)
+            o.add("frames", frames)
+            o.add("dropped", dropped)
+            o.add("errors", errors)
+            o.add("spanUs", span.map { $0.microsecondsValue })
+            o.add("requestFrame", pairedFrame.map { Int($0) })
+            o.add("syncFrame", syncFrame.map { Int($0.sequence) })
+            o.add("syncTimestampNs", syncFrame?.sensorTimestamp?.nanoseconds)
+            o.add("unsupportedControls", unsupported.names)
+            print(o.text)
+            return
+        }
+        var line = "\(frames) frames, \(dropped) dropped, \(errors) with errors"
+        if let span { line += ", over \(span.millisecondsDescription)" }
+        print(line)
+        if !unsupported.isEmpty {
+            print("\(camera) does not support \(unsupported.description): those settings were not applied")
+        }
+        guard !target.isEmpty else { return }
+        if let s = syncFrame {
+            var l = "requested settings first carried by frame \(s.sequence)"
+            if let t = s.sensorTimestamp { l += " (t=\(t))" }
+            if let p = pairedFrame { l += ", \(Int(s.sequence) - Int(p)) frames after the request's own frame \(p)" }
+            print(l)
+        } else if unsupported.isEmpty {
+            print("no frame carried the requested settings within \(frames) frames")
+        }
+    }
+
+    private func changes(from a: FrameMetadata?, to b: FrameMetadata) -> [String] {
+        guard let a else { return [] }
+        var out: [String] = []
+        if let x = a.exposureTime, let y = b.exposureTime, x != y { out.append("exposure") }
+        if let x = a.analogueGain, let y = b.analogueGain, x != y { out.append("gain") }
+        if let x = a.frameDuration, let y = b.frameDuration, x != y { out.append("frame duration") }
+        if let x = a.lensPosition, let y = b.lensPosition, x != y { out.append("lens") }
+        if let x = a.colourGains, let y = b.colourGains, x != y { out.append("colour gains") }
+        return out
+    }
+
+    private func pad(_ s: String, _ width: Int) -> String {
+        s.count >= width ? s : String(repeating: " ", count: width - s.count) + s
+    }
+}

@@ -1,0 +1,58 @@
+/// A JSON object written one key at a time, keys in insertion order, for `--json` output (one
+/// object per line).
+struct JSONObject {
+    private var parts: [String] = []
+
+    mutating func add(_ key: String, _ value: String?) {
+        parts.append("\(quote(key)):\(value.map(quote) ?? "null")")
+    }
+    mutating func add(_ key: String, _ value: Int?) {
+        parts.append("\(quote(key)):\(value.map(String.init) ?? "null")")
+    }
+    mutating func add(_ key: String, _ value: Int64?) {
+        parts.append("\(quote(key)):\(value.map(String.init) ?? "null")")
+    }
+    mutating func add(_ key: String, _ value: Double?) {
+        parts.append("\(quote(key)):\(value.map(number) ?? "null")")
+    }
+    mutating func add(_ key: String, _ value: Bool) {
+        parts.append("\(quote(key)):\(value)")
+    }
+    mutating func add(_ key: String, _ values: [String]) {
+        parts.append("\(quote(key)):[\(values.map(quote).joined(separator: ","))]")
+    }
+    mutating func add(_ key: String, object: JSONObject) {
+        parts.append("\(quote(key)):\(object.text)")
+    }
+    mutating func add(_ key: String, objects: [JSONObject]) {
+        parts.append("\(quote(key)):[\(objects.map(\.text).joined(separator: ","))]")
+    }
+
+    var text: String { "{" + parts.joined(separator: ",") + "}" }
+
+    private func number(_ v: Double) -> String {
+        guard v.isFinite else { return "null" }
+        if v == v.rounded(), abs(v) < 1e15 { return String(Int64(v)) }
+        return String(v)
+    }
+
+    private func quote(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 {
+                    let hex = String(u.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(u)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,207 @@
+import ArgumentParser
+import ShutterbugCore
+import SimulatedCamera
+
+struct Stream: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stream frames and print what each one was really exposed with.",
+        discussion: """
+            One line per frame: sequence, sensor timestamp, exposure, analogue × digital gain, \
+            frame duration, lens position, and what changed from the previous frame. Manual \
+            settings go with the first request unless --apply-at says otherwise; the summary \
+            names the first frame that carries them, which on a Raspberry Pi is several frames \
+            after the request that asked.
+            """)
+
+    @OptionGroup var camera: CameraOptions
+
+    @Option(name: .long, help: "Number of frames to print.")
+    var frames: Int = 30
+
+    @Option(name: .long, help: ArgumentHelp("Fixed exposure time: 1/250, 4ms, 4000us or 0.5s.", valueName: "time"))
+    var exposure: String?
+
+    @Option(name: .long, help: ArgumentHelp("Fixed analogue gain (1.0 = ISO 100).", valueName: "gain"))
+    var gain: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Lens position in dioptres (0 = infinity, 2 = 50 cm); manual focus.", valueName: "dpt"))
+    var lens: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Queue the manual settings with this request (0-based) instead of at start, to watch them land.", valueName: "n"))
+    var applyAt: Int?
+
+    @Option(name: .long, help: ArgumentHelp("Frame rate limit; without it the camera's default (30 fps on the Pi).", valueName: "fps"))
+    var fps: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Stream role: viewfinder, video, still or raw.", valueName: "role"))
+    var role: String = "viewfinder"
+
+    @Option(name: .long, help: ArgumentHelp("Stream size, e.g. 800x600; default: the role's.", valueName: "WxH"))
+    var size: String?
+
+    @Option(name: .long, help: ArgumentHelp("Buffers (request slots) to allocate; default: the role's.", valueName: "n"))
+    var buffers: Int?
+
+    @Flag(name: .long, help: "One JSON object per frame, then a summary object.")
+    var json = false
+
+    func validate() throws {
+        guard (1...1_000_000).contains(frames) else { throw ValidationError("--frames must be in 1...1000000, not \(frames)") }
+        if let applyAt, applyAt < 0 || applyAt >= frames {
+            throw ValidationError("--apply-at must be in 0...\(frames - 1) (a request among the --frames), not \(applyAt)")
+        }
+        if let fps, !(fps > 0 && fps <= 1000) { throw ValidationError("--fps must be in 0...1000 (exclusive of 0), not \(fps)") }
+        if let buffers, !(1...32).contains(buffers) { throw ValidationError("--buffers must be in 1...32, not \(buffers)") }
+        if StreamRole(rawValue: role) == nil { throw ValidationError("--role must be viewfinder, video, still or raw, not '\(role)'") }
+        if let size { _ = try parseSize(size) }
+        if let exposure { _ = try ExposureParser.parse(exposure) }
+    }
+
+    func run() async throws {
+        let cam = try camera.open()
+        defer { cam.release() }
+        let wanted = try parseSize(size)
+        let config = try cam.configure([StreamRequest(role: StreamRole(rawValue: role)!, width: wanted?.0, height: wanted?.1, bufferCount: buffers)])
+        for a in config.adjustments { notice("adjusted: \(a)") }
+
+        let manual = try manualControls(for: cam)
+        let slots = try cam.allocate()
+        let startControls = applyAt == nil ? manual.controls : manual.baseline
+        let unsupportedAtStart = try cam.start(controls: startControls)
+
+        var printer = FramePrinter(json: json, tolerance: manual.tolerance)
+        if !json {
+            print("camera \(cam.info.id) (\(cam.info.model)): \(config.streams.map(\.description).joined(separator: ", ")), \(slots) request slots")
+            if let note = manual.note { print(note) }
+        }
+
+        var unsupported = unsupportedAtStart
+        var nextCookie: UInt64 = 0
+        func queue(_ slot: Int) throws {
+            let cookie = nextCookie
+            nextCookie += 1
+            let controls = applyAt.map { UInt64($0) == cookie ? manual.controls : .none } ?? .none
+            unsupported.formUnion(try cam.queue(slot: slot, cookie: cookie, controls: controls))
+        }
+        for slot in 0..<min(slots, frames) { try queue(slot) }
+
+        let timeout = Duration.seconds(2) + (manual.exposure ?? .milliseconds(250)) * 4
+        var received = 0
+        while received < frames {
+            guard let c = try await cam.completions.next(timeout: timeout) else { break }
+            if c.status == .cancelled { continue }
+            received += 1
+            printer.frame(c, requestedWith: applyAt.map(UInt64.init), target: manual)
+            if Int(nextCookie) < frames { try queue(c.slot) }
+        }
+        try cam.stop()
+        while cam.completions.tryNext() != nil {}
+
+        let missing = unsupported.intersection(manual.controls.set)
+        printer.summary(camera: cam.info.id, unsupported: missing, target: manual)
+    }
+
+    private func parseSize(_ text: String?) throws -> (Int, Int)? {
+        guard let text else { return nil }
+        let parts = text.lowercased().split(separator: "x")
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (16...16384).contains(w), (16...16384).contains(h) else {
+            throw ValidationError("--size must be WIDTHxHEIGHT with each in 16...16384, e.g. 800x600, not '\(text)'")
+        }
+        return (w, h)
+    }
+
+    /// Validates the manual settings against the camera and builds the controls.
+    private func manualControls(for cam: any CameraBackend) throws -> ManualSettings {
+        let limits = cam.controlLimits
+        var s = ManualSettings()
+        if let exposure {
+            let e = try ExposureParser.parse(exposure)
+            if let range = limits.exposureTime, !range.contains(e) {
+                throw ShutterbugError(.invalidArgument, "exposure \(e.exposureDescription) is beyond what \(cam.info.id) can do: \(range.lowerBound.microsecondsValue.rounded()) µs to \(range.upperBound.millisecondsDescription)")
+            }
+            s.exposure = e
+            s.controls.exposureTime = e
+        }
+        if let gain {
+            if let range = limits.analogueGain, !range.contains(gain) {
+                throw ShutterbugError(.invalidArgument, "gain \(gain) is beyond what \(cam.info.id) can do: \(String(format2: range.lowerBound)) to \(String(format2: range.upperBound))")
+            }
+            guard gain > 0 else { throw ShutterbugError(.invalidArgument, "gain must be positive, not \(gain)") }
+            s.gain = gain
+            s.controls.analogueGain = Gain(gain)
+        }
+        if exposure != nil, gain != nil { s.controls.aeEnabled = false }
+        if let lens {
+            if let sim = cam as? SimulatedCamera, !sim.profile.hasFocusMotor {
+                throw ShutterbugError(.unsupported, "\(cam.info.id) has no focus motor; lens positions need a camera with one, such as sim:imx708 (Camera Module 3)")
+            }
+            if let range = limits.lensPosition, !range.contains(lens) {
+                throw ShutterbugError(.invalidArgument, "lens position \(lens) dpt is outside \(cam.info.id)'s range \(String(format2: range.lowerBound)) to \(String(format2: range.upperBound)) dpt")
+            }
+            s.lens = lens
+            s.controls.afMode = .manual
+            s.controls.lensPosition = Dioptres(lens)
+        }
+        // Frame duration: the rate asked for, and long enough for the exposure, or the sensor
+        // silently shortens it.
+        var note: [String] = []
+        if let sim = cam as? SimulatedCamera {
+            let mode = sim.sensorMode
+            s.tolerance = mode.lineTime
+            if let e = s.exposure {
+                let period = fps.map { Duration.seconds(exactly: 1 / $0) }
+                if let period, e + mode.margin > period {
+                    note.append("exposure \(e.exposureDescription) does not fit \(String(format2: fps!)) fps; frames lengthen to \((e + mode.margin).millisecondsDescription)")
+                }
+                // Without --fps, the Raspberry Pi IPA's default rate limit (30 fps).
+                let lower = max(period ?? .nanoseconds(33_333_333), mode.minFramePeriod)
+                s.frameLimits = lower...max(lower, e + mode.margin, period ?? .zero)
+            } else if let period = fps.map({ Duration.seconds(exactly: 1 / $0) }) {
+                if period < mode.minFramePeriod {
+                    note.append("\(String(format2: fps!)) fps is beyond this mode's \(String(format2: mode.maxFrameRate)) fps; running at \(String(format2: mode.maxFrameRate)) fps")
+                }
+                s.frameLimits = max(period, mode.minFramePeriod)...max(period, mode.minFramePeriod)
+            }
+        } else if let period = fps.map({ Duration.seconds(exactly: 1 / $0) }) {
+            s.frameLimits = period...max(period, (s.exposure ?? .zero) + .milliseconds(2))
+        } else if let e = s.exposure {
+            s.frameLimits = .zero...(e + .milliseconds(2))
+        }
+        if let f = s.frameLimits {
+            s.controls.frameDurationLimits = f
+            s.baseline.frameDurationLimits = f
+        }
+        s.note = note.isEmpty ? nil : note.joined(separator: "; ")
+        return s
+    }
+}
+
+/// The manual settings a stream asks for, and what to look for in the frames.
+struct ManualSettings {
+    var controls = CameraControls()
+    /// The controls in force before the manual ones apply (frame rate only).
+    var baseline = CameraControls()
+    var exposure: Duration?
+    var gain: Double?
+    var lens: Double?
+    var frameLimits: ClosedRange<Duration>?
+    /// How far a reported exposure may be from the requested one (one line).
+    var tolerance: Duration = .microseconds(100)
+    var note: String?
+
+    var isEmpty: Bool { exposure == nil && gain == nil && lens == nil }
+
+    /// Whether a frame's metadata carries these settings.
+    func isCarried(by m: FrameMetadata) -> Bool {
+        if let e = exposure {
+            guard let r = m.exposureTime, abs((r - e).nanosecondsValue) <= tolerance.nanosecondsValue else { return false }
+        }
+        if let g = gain {
+            guard let r = m.analogueGain, abs(r.value - g) <= max(0.02 * g, 0.01) else { return false }
+        }
+        if let l = lens {
+            guard let r = m.lensPosition, abs(r.value - l) < 0.01 else { return false }
+        }
+        return true
+    }
+}

@@ -1,0 +1,170 @@
+import ShutterbugCore
+import Testing
+
+/// The behaviour every `CameraBackend` must show, whatever is behind it: the simulated camera
+/// in the unit tier, libcamera (vimc) on the virtual board. Each check opens its own camera
+/// from `make` and releases it.
+public struct CameraConformance: Sendable {
+    public let make: @Sendable () throws -> any CameraBackend
+    /// The stream the checks capture from.
+    public let stream: StreamRequest
+    /// A control the camera does not support, to check it is reported (nil: supports all).
+    public let unsupportedControl: CameraControls?
+    /// How long to wait for one frame before calling it a failure.
+    public let frameTimeout: Duration
+
+    public init(stream: StreamRequest, unsupportedControl: CameraControls?, frameTimeout: Duration = .seconds(5), make: @escaping @Sendable () throws -> any CameraBackend) {
+        self.make = make
+        self.stream = stream
+        self.unsupportedControl = unsupportedControl
+        self.frameTimeout = frameTimeout
+    }
+
+    /// Configures, allocates and starts; queues every slot. Returns the slot count.
+    private func startStreaming(_ cam: any CameraBackend, firstCookie: UInt64 = 0) throws -> Int {
+        _ = try cam.configure([stream])
+        let slots = try cam.allocate()
+        try cam.start(controls: .none)
+        for s in 0..<slots { try cam.queue(slot: s, cookie: firstCookie + UInt64(s), controls: .none) }
+        return slots
+    }
+
+    /// Configure reports what it settled on, and an odd size comes back adjusted and says so.
+    public func configureReportsAdjustments() throws {
+        let cam = try make()
+        defer { cam.release() }
+        let plain = try cam.configure([stream])
+        let s = try #require(plain.streams.first)
+        #expect(s.role == stream.role)
+        #expect(s.width > 0 && s.height > 0 && s.stride >= s.width && s.frameSize > 0 && s.bufferCount >= 1)
+
+        var odd = stream
+        odd.width = s.width - 1
+        odd.height = s.height - 1
+        let adjusted = try cam.configure([odd])
+        let a = try #require(adjusted.streams.first)
+        if a.width != s.width - 1 || a.height != s.height - 1 {
+            #expect(adjusted.isAdjusted, "a size change must be reported as an adjustment")
+        }
+    }
+
+    /// Buffers are allocated once with readable memory covering the frame.
+    public func allocatesReadableBuffers() throws {
+        let cam = try make()
+        defer { cam.release() }
+        let config = try cam.configure([stream])
+        let slots = try cam.allocate()
+        #expect(slots >= 1)
+        for slot in 0..<slots {
+            let b = cam.buffer(stream: 0, slot: slot)
+            #expect(b.width == config.streams[0].width && b.height == config.streams[0].height)
+            #expect(!b.planes.isEmpty)
+            let bytes = b.withUnsafeBytes { $0.count }
+            #expect(bytes >= b.planes[0].length)
+        }
+    }
+
+    /// Captures `frames` frames reusing requests: every cookie once, sequences and timestamps
+    /// rising, no request lost.
+    public func capturesWithRequestReuse(frames: Int) async throws {
+        let cam = try make()
+        defer { cam.release() }
+        let slots = try startStreaming(cam)
+        var cookies = Set<UInt64>()
+        var next = UInt64(slots)
+        var last: FrameMetadata?
+        var received = 0
+        while received < frames {
+            let c = try #require(try await cam.completions.next(timeout: frameTimeout))
+            #expect(c.status == .complete)
+            #expect(cookies.insert(c.cookie).inserted, "cookie \(c.cookie) came back twice")
+            if let last {
+                #expect(c.metadata.sequence > last.sequence, "sequence must rise")
+                if let a = last.sensorTimestamp, let b = c.metadata.sensorTimestamp { #expect(b > a, "timestamps must rise") }
+            }
+            #expect(c.buffers.count == 1)
+            last = c.metadata
+            received += 1
+            try cam.queue(slot: c.slot, cookie: next, controls: .none)
+            next += 1
+        }
+        try cam.stop()
+        var cancelled = 0
+        while let c = cam.completions.tryNext() {
+            #expect(cookies.insert(c.cookie).inserted, "cookie \(c.cookie) came back twice")
+            cancelled += 1
+        }
+        #expect(cookies.count == Int(next), "every queued request comes back exactly once")
+        #expect(cancelled <= slots)
+    }
+
+    /// Stop with requests in flight returns every one of them before it returns.
+    public func stopReturnsEveryRequest() async throws {
+        let cam = try make()
+        defer { cam.release() }
+        let slots = try startStreaming(cam)
+        _ = try #require(try await cam.completions.next(timeout: frameTimeout))
+        try cam.stop()
+        var returned = 1
+        while cam.completions.tryNext() != nil { returned += 1 }
+        #expect(returned == slots, "queued \(slots) requests, \(returned) came back by the time stop returned")
+    }
+
+    /// The camera starts again after a stop and frames flow.
+    public func restartsAfterStop() async throws {
+        let cam = try make()
+        defer { cam.release() }
+        let slots = try startStreaming(cam)
+        _ = try #require(try await cam.completions.next(timeout: frameTimeout))
+        try cam.stop()
+        while cam.completions.tryNext() != nil {}
+        try cam.start(controls: .none)
+        for s in 0..<slots { try cam.queue(slot: s, cookie: 100 + UInt64(s), controls: .none) }
+        let c = try #require(try await cam.completions.next(timeout: frameTimeout))
+        #expect(c.status == .complete)
+        #expect(c.cookie >= 100)
+        try cam.stop()
+    }
+
+    /// A slot cannot be queued twice, nor queued while stopped.
+    public func rejectsMisuse() throws {
+        let cam = try make()
+        defer { cam.release() }
+        _ = try cam.configure([stream])
+        _ = try cam.allocate()
+        #expect(throws: ShutterbugError.self) { try cam.queue(slot: 0, cookie: 0, controls: .none) }
+        try cam.start(controls: .none)
+        try cam.queue(slot: 0, cookie: 1, controls: .none)
+        do {
+            try cam.queue(slot: 0, cookie: 2, controls: .none)
+            // A very fast camera may have completed slot 0 already; then it was legal.
+        } catch let e as ShutterbugError {
+            #expect(e.code == .busy)
+        }
+        try cam.stop()
+    }
+
+    /// Controls the camera does not support are reported, not silently dropped.
+    public func reportsUnsupportedControls() async throws {
+        guard let unsupportedControl else { return }
+        let cam = try make()
+        defer { cam.release() }
+        _ = try cam.configure([stream])
+        _ = try cam.allocate()
+        try cam.start(controls: .none)
+        let reported = try cam.queue(slot: 0, cookie: 0, controls: unsupportedControl)
+        #expect(!reported.isEmpty)
+        #expect(reported.isSubset(of: unsupportedControl.set))
+        #expect(cam.controlLimits.supported.intersection(reported).isEmpty)
+        try cam.stop()
+    }
+
+    /// After release the handle refuses work and the completion sequence ends.
+    public func releaseEndsTheSequence() async throws {
+        let cam = try make()
+        _ = try startStreaming(cam)
+        cam.release()
+        #expect(throws: ShutterbugError.self) { _ = try cam.configure([stream]) }
+        while let _ = try await cam.completions.next(timeout: frameTimeout) {}
+    }
+}

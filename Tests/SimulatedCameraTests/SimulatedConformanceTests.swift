@@ -1,0 +1,47 @@
+import CameraConformance
+import ShutterbugCore
+import SimulatedCamera
+import Testing
+
+/// The simulated camera passes the same conformance suite as libcamera, in virtual and real time.
+@Suite("Simulated camera conformance")
+struct SimulatedConformanceTests {
+    static func suite(_ clock: SimulationOptions.Clock, profile: SensorProfile = .imx477) -> CameraConformance {
+        CameraConformance(
+            stream: StreamRequest(role: .viewfinder, width: 640, height: 480),
+            unsupportedControl: profile.hasFocusMotor ? nil : CameraControls(afMode: .manual, lensPosition: Dioptres(2))
+        ) {
+            var o = SimulationOptions()
+            o.clock = clock
+            o.seed = 42
+            return SimulatedCamera(profile: profile, options: o)
+        }
+    }
+
+    @Test("configure reports what it settled on and flags adjustments", arguments: [SimulationOptions.Clock.virtual, .realTime])
+    func configure(clock: SimulationOptions.Clock) throws { try Self.suite(clock).configureReportsAdjustments() }
+
+    @Test("buffers are allocated once and readable")
+    func buffers() throws { try Self.suite(.virtual).allocatesReadableBuffers() }
+
+    @Test("captures 200 frames with request reuse, each cookie once", arguments: [SimulationOptions.Clock.virtual])
+    func capture(clock: SimulationOptions.Clock) async throws { try await Self.suite(clock).capturesWithRequestReuse(frames: 200) }
+
+    @Test("captures in real time too")
+    func captureRealTime() async throws { try await Self.suite(.realTime, profile: .imx219).capturesWithRequestReuse(frames: 12) }
+
+    @Test("stop returns every queued request before it returns", arguments: [SimulationOptions.Clock.virtual, .realTime])
+    func stop(clock: SimulationOptions.Clock) async throws { try await Self.suite(clock).stopReturnsEveryRequest() }
+
+    @Test("restarts after stop")
+    func restart() async throws { try await Self.suite(.virtual).restartsAfterStop() }
+
+    @Test("rejects a slot queued twice or while stopped")
+    func misuse() throws { try Self.suite(.realTime).rejectsMisuse() }
+
+    @Test("reports unsupported controls")
+    func unsupported() async throws { try await Self.suite(.virtual).reportsUnsupportedControls() }
+
+    @Test("release ends the completion sequence")
+    func release() async throws { try await Self.suite(.virtual).releaseEndsTheSequence() }
+}
