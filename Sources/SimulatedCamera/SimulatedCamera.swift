@@ -272,7 +272,9 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                     while !stopping, !lost, queued.isEmpty { lock.wait() }
                 }
                 if stopping || lost { return nil }
-                return queued.popFirst()
+                // Only this thread takes requests off; it does so once the frame completes,
+                // so a dropped frame leaves the request for the next one.
+                return queued.first
             }
             if lock.withLock({ stopping || lost }) { return }
 
@@ -282,6 +284,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             case .completed(let frame):
                 let slot = frame.request.slot
                 let boxes = lock.withLock { () -> [any FrameBuffer] in
+                    _ = queued.popFirst()
                     for b in slotBuffers[slot] { b.recipe = frame.recipe }
                     slotQueued[slot] = false
                     return slotBoxes[slot]

@@ -191,6 +191,11 @@ public struct SimulatedPipeline: Sendable {
     }
 
     /// Schedules sensor writes from the IPA run on `frame`; returns the landing frame.
+    ///
+    /// In random mode, lateness is a phase (whether the IPA finished before the next frame
+    /// started) that flips now and then. When it flips back from late to early on back-to-back
+    /// runs, the new write lands on the same frame as the late one and replaces it: that
+    /// request's sensor settings never appear on any frame. Only the metadata tells.
     mutating func schedule(_ settings: SensorSettings, pairedWith frame: UInt64) -> UInt64 {
         let offsets = profile.delays.landingOffsets
         var late: Bool
@@ -198,14 +203,15 @@ public struct SimulatedPipeline: Sendable {
         case .early: late = false
         case .late: late = true
         case .random:
-            late = rng.next() & 1 == 1
-            // Lateness is a phase that persists across back-to-back runs: a run right after a
-            // late one cannot be early, or its write would overtake the earlier one.
-            if let last = lastRun, last.late, last.frame + 1 == frame { late = true }
+            let previous = lastRun?.late ?? false
+            late = rng.unit() < 0.25 ? !previous : previous
         }
-        var landing = frame + UInt64(late ? offsets.upperBound : offsets.lowerBound)
-        if let previous = lastLanding, landing <= previous { landing = previous + 1 }
+        let landing = frame + UInt64(late ? offsets.upperBound : offsets.lowerBound)
         lastRun = (frame, late)
+        if let previous = lastLanding, landing <= previous, let last = writes.last, last.frame == previous {
+            writes.replaceLast(with: (previous, settings))
+            return previous
+        }
         lastLanding = landing
         if writes.count == writes.capacity { _ = writes.popFirst() }
         writes.append((landing, settings))

@@ -29,6 +29,15 @@ public struct Ring<Element> {
 
     public var first: Element? { count > 0 ? storage[head] : nil }
 
+    /// The newest element.
+    public var last: Element? { count > 0 ? storage[(head + count - 1) % storage.count] : nil }
+
+    /// Replaces the newest element; the ring must not be empty.
+    public mutating func replaceLast(with element: Element) {
+        precondition(count > 0, "replaceLast on an empty ring")
+        storage[(head + count - 1) % storage.count] = element
+    }
+
     /// Removes and returns every element, oldest first.
     public mutating func removeAll() -> [Element] {
         var out: [Element] = []

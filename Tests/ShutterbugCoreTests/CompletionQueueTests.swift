@@ -1,0 +1,73 @@
+import ShutterbugCore
+import Testing
+
+@Suite("Completion queue and ring")
+struct CompletionQueueTests {
+    static func request(_ cookie: UInt64) -> CompletedRequest {
+        CompletedRequest(slot: 0, cookie: cookie, status: .complete, metadata: FrameMetadata(sequence: UInt32(cookie)), buffers: [])
+    }
+
+    @Test("the ring keeps order across wrap-around and growth")
+    func ring() {
+        var r = Ring<Int>(capacity: 3)
+        var expected: [Int] = []
+        var out: [Int] = []
+        for i in 0..<50 {
+            r.append(i)
+            expected.append(i)
+            if i % 3 == 0, let x = r.popFirst() { out.append(x) }
+        }
+        out += r.removeAll()
+        #expect(out == expected)
+        #expect(r.isEmpty)
+    }
+
+    @Test("completions arrive in push order, from another thread, to an awaiting consumer")
+    func order() async throws {
+        let q = CompletionQueue()
+        let producer = OSThread {
+            for i in 0..<1000 { q.push(Self.request(UInt64(i))) }
+            q.finish()
+        }
+        var got: [UInt64] = []
+        for try await c in q { got.append(c.cookie) }
+        producer.join()
+        #expect(got == (0..<1000).map { UInt64($0) })
+    }
+
+    @Test("finishing with an error delivers pending items first, then the error")
+    func failure() async throws {
+        let q = CompletionQueue()
+        q.push(Self.request(1))
+        q.finish(throwing: ShutterbugError(.cameraLost, "gone"))
+        #expect(try await q.next()?.cookie == 1)
+        await #expect(throws: ShutterbugError(.cameraLost, "gone")) { try await q.next() }
+    }
+
+    @Test("a wait with a deadline times out, and a later push is still delivered")
+    func timeout() async throws {
+        let q = CompletionQueue()
+        await #expect(throws: ShutterbugError.self) { try await q.next(timeout: .milliseconds(50)) }
+        q.push(Self.request(7))
+        #expect(try await q.next(timeout: .seconds(1))?.cookie == 7)
+    }
+
+    @Test("a cancelled consumer stops waiting")
+    func cancellation() async {
+        let q = CompletionQueue()
+        let task = Task { try await q.next() }
+        try? await Task.sleep(for: .milliseconds(20))
+        task.cancel()
+        let result = await task.result
+        #expect(throws: CancellationError.self) { try result.get() }
+    }
+
+    @Test("errors name the errno behind them")
+    func errors() {
+        let e = ShutterbugError.fromErrno(-16, while: "acquiring camera 'x'")
+        #expect(e.code == .busy)
+        #expect(e.description == "acquiring camera 'x' failed (EBUSY)")
+        #expect(ShutterbugError.fromErrno(-19, while: "a").code == .noSuchCamera)
+        #expect(ControlSet([.exposureTime, .lensPosition]).names == ["ExposureTime", "LensPosition"])
+    }
+}
