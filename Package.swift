@@ -57,6 +57,7 @@ let package = Package(
             name: "SimulatedCameraTests",
             dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance"]
         ),
+        .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug"]),
         .testTarget(
             name: "LibcameraBackendTests",
             dependencies: ["LibcameraBackend", "ShutterbugCore", "CameraConformance"]

@@ -74,7 +74,7 @@ struct CameraOptions: ParsableArguments {
         }
         let manager: LibcameraManager
         do {
-            manager = try LibcameraManager()
+            manager = try LibcameraManager.shared()
         } catch {
             if let id = chosen { throw ShutterbugError(.noSuchCamera, "cannot open '\(id)': \(error)") }
             notice("libcamera could not start (\(error)); using the simulated IMX477 (sim:imx477)")

@@ -13,7 +13,7 @@ struct Cameras: ParsableCommand {
         var real: [CameraInfo] = []
         var problem: String?
         do {
-            real = try LibcameraManager().cameras
+            real = try LibcameraManager.shared().cameras
         } catch {
             problem = "\(error)"
         }

@@ -8,7 +8,7 @@ import Testing
 /// virtual board (vimc) or a Pi.
 @Suite("libcamera backend")
 struct LibcameraBackendTests {
-    static let cameras: [CameraInfo] = (try? LibcameraManager().cameras) ?? []
+    static let cameras: [CameraInfo] = (try? LibcameraManager.shared().cameras) ?? []
     static let hasCamera = !cameras.isEmpty
 
     @Test("the bridge was built against a known libcamera")
@@ -19,7 +19,7 @@ struct LibcameraBackendTests {
 
     @Test("no camera is a normal state: the manager starts and lists what is there")
     func managerStarts() throws {
-        let m = try LibcameraManager()
+        let m = try LibcameraManager.shared()
         for c in m.cameras {
             #expect(!c.id.isEmpty)
             #expect(!c.isSimulated)
@@ -28,7 +28,7 @@ struct LibcameraBackendTests {
 
     @Test("opening a camera that is not there names the ones that are")
     func openMissing() throws {
-        let m = try LibcameraManager()
+        let m = try LibcameraManager.shared()
         #expect {
             _ = try m.open("/base/no/such/camera")
         } throws: { error in
@@ -43,7 +43,7 @@ struct LibcameraBackendTests {
             unsupportedControl: CameraControls(exposureTime: .milliseconds(10), analogueGain: Gain(2), lensPosition: Dioptres(1)),
             frameTimeout: .seconds(10)
         ) {
-            let m = try LibcameraManager()
+            let m = try LibcameraManager.shared()
             guard let first = m.cameras.first else { throw ShutterbugError(.noSuchCamera, "no camera") }
             return try m.open(first.id)
         }

@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+
+/// The `shutterbug` binary as a person runs it: output, JSON, and messages for bad input.
+@Suite("shutterbug CLI")
+struct CLITests {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// Runs the shutterbug built next to this test bundle (SwiftPM puts both in one folder).
+    static func shutterbug(_ args: String...) throws -> Run { try shutterbug(args) }
+
+    static func shutterbug(_ args: [String]) throws -> Run {
+        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let exe = dir.appendingPathComponent("shutterbug")
+        guard FileManager.default.isExecutableFile(atPath: exe.path) else {
+            throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: exe.path])
+        }
+        let p = Process()
+        p.executableURL = exe
+        p.arguments = args
+        var env = ProcessInfo.processInfo.environment
+        env["SHUTTERBUG_CAMERA"] = nil
+        p.environment = env
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return Run(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    @Test("stream prints one line per frame with what it was exposed with")
+    func stream() throws {
+        let r = try Self.shutterbug("stream", "--camera", "sim:imx477", "--frames", "8", "--virtual-time")
+        #expect(r.status == 0, "\(r.stderr)")
+        let frames = r.stdout.split(separator: "\n").filter { $0.hasPrefix("#") }
+        #expect(frames.count == 8)
+        #expect(frames.allSatisfy { $0.contains("exp ") && $0.contains("gain ") && $0.contains("fd ") && $0.contains("t=") })
+        #expect(r.stdout.contains("8 frames, 0 dropped"))
+    }
+
+    @Test("without --camera and no libcamera camera it says it uses the simulated IMX477")
+    func defaultCamera() throws {
+        let r = try Self.shutterbug("stream", "--frames", "2", "--virtual-time")
+        #expect(r.status == 0)
+        let real = try Self.shutterbug("cameras", "--json").stdout.split(separator: "\n").contains { $0.contains("\"simulated\":false") }
+        if !real {
+            #expect(r.stderr.contains("sim:imx477"))
+            #expect(r.stdout.contains("camera sim:imx477"))
+        }
+    }
+
+    @Test("a change queued with a request is reported on the frame that first carries it")
+    func applyAt() throws {
+        let r = try Self.shutterbug("stream", "--camera", "sim:imx219", "--frames", "16", "--virtual-time", "--landing", "early",
+                                    "--apply-at", "4", "--exposure", "1/250", "--gain", "2")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("3 frames after the request's own frame 4"), "\(r.stdout)")
+    }
+
+    @Test("--json prints one object per frame and a summary")
+    func json() throws {
+        let r = try Self.shutterbug("stream", "--camera", "sim:imx708", "--frames", "5", "--virtual-time", "--json", "--lens", "2")
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n")
+        #expect(lines.count == 6)
+        for l in lines {
+            let obj = try JSONSerialization.jsonObject(with: Data(l.utf8)) as? [String: Any]
+            #expect(obj != nil)
+        }
+        let last = try JSONSerialization.jsonObject(with: Data(lines.last!.utf8)) as! [String: Any]
+        #expect(last["summary"] as? Bool == true)
+        #expect(last["frames"] as? Int == 5)
+    }
+
+    @Test("bad values name the problem and the accepted range", arguments: [
+        (["stream", "--camera", "sim:imx219", "--exposure", "20s"], "11.76 s"),
+        (["stream", "--camera", "sim:imx477", "--gain", "50"], "22.26"),
+        (["stream", "--camera", "sim:imx708", "--lens", "20"], "0.00 to 15.00"),
+        (["stream", "--camera", "sim:imx477", "--lens", "2"], "no focus motor"),
+        (["stream", "--camera", "sim:nope"], "sim:imx219, sim:imx477"),
+        (["stream", "--camera", "sim:imx477", "--exposure", "fast"], "1/250"),
+        (["stream", "--camera", "sim:imx477", "--drop-probability", "2"], "0...1"),
+        (["stream", "--camera", "sim:imx477", "--frames", "0"], "1...1000000"),
+        (["stream", "--camera", "/base/no/such"], "no libcamera camera"),
+    ])
+    func badInput(args: [String], expected: String) throws {
+        let r = try Self.shutterbug(args)
+        #expect(r.status != 0)
+        #expect(r.stderr.contains(expected), "stderr: \(r.stderr)")
+    }
+
+    @Test("cameras lists the simulated profiles")
+    func cameras() throws {
+        let r = try Self.shutterbug("cameras")
+        #expect(r.status == 0)
+        for m in ["imx219", "imx477", "imx708", "imx296", "ov5647"] { #expect(r.stdout.contains("sim:\(m)")) }
+    }
+}

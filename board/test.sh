@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): every tier, in order, each reported; exits non-zero if any
+# tier failed. Installs what it needs first.
+#
+#   unit           swift build --build-tests, swift test: core, simulated camera, CLI, and the
+#                  libcamera backend against Debian 12's libcamera 0.0.3 (no camera: it says so)
+#   libcamera-0.4  the bridge compiled against Debian 13's libcamera 0.4 headers
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+board/setup-host.sh || { echo "setup-host failed"; exit 1; }
+
+passed=0
+failed=0
+run_tier() {
+	local name=$1
+	shift
+	echo "=== tier $name"
+	local start=$SECONDS
+	if "$@"; then
+		passed=$((passed + 1))
+		echo "=== tier $name passed ($((SECONDS - start)) s)"
+	else
+		failed=$((failed + 1))
+		echo "=== tier $name FAILED ($((SECONDS - start)) s)"
+	fi
+}
+
+unit() {
+	swift build --build-tests && swift test --skip-build
+}
+
+run_tier unit unit
+run_tier libcamera-0.4 Cross/check-libcamera.sh trixie
+
+echo "tiers: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
