@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "ShutterbugCore", targets: ["ShutterbugCore"]),
         .library(name: "SimulatedCamera", targets: ["SimulatedCamera"]),
         .library(name: "LibcameraBackend", targets: ["LibcameraBackend"]),
+        .library(name: "LinuxGPIO", targets: ["LinuxGPIO"]),
+        .library(name: "KMS", targets: ["KMS"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -29,6 +31,8 @@ let package = Package(
         ),
 
         .target(name: "CSystemShims"),
+        .target(name: "CGPIO"),
+        .systemLibrary(name: "CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
 
         // Core: pure Swift
         .target(name: "ShutterbugCore"),
@@ -36,6 +40,8 @@ let package = Package(
         // I/O and the simulated camera
         .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore"]),
         .target(name: "LibcameraBackend", dependencies: ["ShutterbugCore", "CLibcameraBridge"]),
+        .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"]),
+        .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM"]),
 
         // Executable
         .executableTarget(
@@ -58,6 +64,7 @@ let package = Package(
             dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance"]
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug"]),
+        .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore"]),
         .testTarget(
             name: "LibcameraBackendTests",
             dependencies: ["LibcameraBackend", "ShutterbugCore", "CameraConformance"]

@@ -5,7 +5,7 @@
 # Runs apt-get only when something is missing, so it costs nothing on a prepared machine.
 set -euo pipefail
 
-packages=(pkg-config g++ libcamera-dev)
+packages=(pkg-config g++ libcamera-dev libdrm-dev)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod)

@@ -5,10 +5,13 @@
 #   unit           swift build --build-tests, swift test: core, simulated camera, CLI, and the
 #                  libcamera backend against Debian 12's libcamera 0.0.3 (no camera: it says so)
 #   libcamera-0.4  the bridge compiled against Debian 13's libcamera 0.4 headers
+#   virtual-board  a qemu VM with vimc, vkms and gpio-sim: the libcamera conformance suite on
+#                  vimc, the KMS and GPIO tests, the CLI on a camera without exposure controls
+#                  (the kernel is built once, about 6 minutes, and cached)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-board/setup-host.sh || { echo "setup-host failed"; exit 1; }
+board/setup-host.sh --board || { echo "setup-host failed"; exit 1; }
 
 passed=0
 failed=0
@@ -32,6 +35,7 @@ unit() {
 
 run_tier unit unit
 run_tier libcamera-0.4 Cross/check-libcamera.sh trixie
+run_tier virtual-board board/virtual/run.sh --timeout 900 -- bash board/virtual/tier.sh
 
 echo "tiers: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -5,39 +5,33 @@ import Synchronization
 /// libcamera's camera manager: lists cameras and opens them.
 ///
 /// No camera attached is a normal state: `cameras` is empty. libcamera aborts the process if
-/// two managers exist at once, so there is at most one: `shared()` hands out the live one or
-/// starts it, and it stops when the last user lets go (cameras hold a reference to it).
+/// two managers ever exist at once, so there is exactly one, started on first use and kept for
+/// the life of the process: `shared()`. (Releasing it when unused races a new one starting
+/// while the old one is still stopping; libcamera's own tools keep theirs for good too.)
 public final class LibcameraManager: @unchecked Sendable {
     // `@unchecked Sendable`: the handle is only read after creation; libcamera's manager is
     // thread-safe for listing and getting cameras.
     let handle: OpaquePointer
 
-    private struct Weak { weak var manager: LibcameraManager? }
-    /// Creation and destruction both happen under this lock, so a new manager never starts
-    /// while the previous one is still stopping.
-    private static let live = Mutex(Weak())
+    private static let live = Mutex<LibcameraManager?>(nil)
 
-    /// The process's camera manager, started if none is running.
+    /// The process's camera manager, started on first use.
     ///
-    /// - Throws: `ShutterbugError` when libcamera cannot start (not when there is no camera).
+    /// - Throws: `ShutterbugError` when libcamera cannot start (not when there is no camera);
+    ///   a later call tries again.
     public static func shared() throws -> LibcameraManager {
-        try live.withLock { w in
-            if let m = w.manager { return m }
+        try live.withLock { m in
+            if let m { return m }
             var h: OpaquePointer?
             let rc = sbc_manager_create(&h)
             guard rc == 0, let h else { throw ShutterbugError.fromErrno(rc, while: "starting libcamera's camera manager") }
-            let m = LibcameraManager(handle: h)
-            w.manager = m
-            return m
+            let created = LibcameraManager(handle: h)
+            m = created
+            return created
         }
     }
 
     private init(handle: OpaquePointer) { self.handle = handle }
-
-    deinit {
-        let h = handle
-        Self.live.withLock { _ in sbc_manager_destroy(h) }
-    }
 
     /// The libcamera version the bridge was built against ("0.0.3").
     public static var libcameraVersion: String {

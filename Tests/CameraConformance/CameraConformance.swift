@@ -12,12 +12,18 @@ public struct CameraConformance: Sendable {
     public let unsupportedControl: CameraControls?
     /// How long to wait for one frame before calling it a failure.
     public let frameTimeout: Duration
+    /// Checks a captured frame's pixels are what this camera produces; returns a complaint or
+    /// nil. Run on every 10th frame of the capture check.
+    public let content: @Sendable (CompletedRequest) -> String?
 
-    public init(stream: StreamRequest, unsupportedControl: CameraControls?, frameTimeout: Duration = .seconds(5), make: @escaping @Sendable () throws -> any CameraBackend) {
+    public init(stream: StreamRequest, unsupportedControl: CameraControls?, frameTimeout: Duration = .seconds(5),
+                content: @escaping @Sendable (CompletedRequest) -> String?,
+                make: @escaping @Sendable () throws -> any CameraBackend) {
         self.make = make
         self.stream = stream
         self.unsupportedControl = unsupportedControl
         self.frameTimeout = frameTimeout
+        self.content = content
     }
 
     /// Configures, allocates and starts; queues every slot. Returns the slot count.
@@ -83,6 +89,9 @@ public struct CameraConformance: Sendable {
                 if let a = last.sensorTimestamp, let b = c.metadata.sensorTimestamp { #expect(b > a, "timestamps must rise") }
             }
             #expect(c.buffers.count == 1)
+            if received % 10 == 0, let complaint = content(c) {
+                Issue.record("frame \(c.metadata.sequence): \(complaint)")
+            }
             last = c.metadata
             received += 1
             try cam.queue(slot: c.slot, cookie: next, controls: .none)
@@ -157,6 +166,20 @@ public struct CameraConformance: Sendable {
         #expect(reported.isSubset(of: unsupportedControl.set))
         #expect(cam.controlLimits.supported.intersection(reported).isEmpty)
         try cam.stop()
+    }
+
+    /// A released camera can be acquired again and streams.
+    public func reacquiresAfterRelease() async throws {
+        let first = try make()
+        _ = try startStreaming(first)
+        _ = try #require(try await first.completions.next(timeout: frameTimeout))
+        first.release()
+        let second = try make()
+        defer { second.release() }
+        _ = try startStreaming(second)
+        let c = try #require(try await second.completions.next(timeout: frameTimeout))
+        #expect(c.status == .complete)
+        try second.stop()
     }
 
     /// After release the handle refuses work and the completion sequence ends.

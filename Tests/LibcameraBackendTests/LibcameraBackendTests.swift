@@ -1,4 +1,5 @@
 import CameraConformance
+import Foundation
 import LibcameraBackend
 import ShutterbugCore
 import Testing
@@ -41,7 +42,8 @@ struct LibcameraBackendTests {
         CameraConformance(
             stream: StreamRequest(role: .viewfinder, width: 636, height: 480),
             unsupportedControl: CameraControls(exposureTime: .milliseconds(10), analogueGain: Gain(2), lensPosition: Dioptres(1)),
-            frameTimeout: .seconds(10)
+            frameTimeout: .seconds(10),
+            content: { c in vimcColourBars(c.buffers[0]) }
         ) {
             let m = try LibcameraManager.shared()
             guard let first = m.cameras.first else { throw ShutterbugError(.noSuchCamera, "no camera") }
@@ -49,7 +51,7 @@ struct LibcameraBackendTests {
         }
     }
 
-    @Suite("conformance on a real camera", .enabled(if: hasCamera, "needs a libcamera camera: runs on the virtual board (vimc) or a Raspberry Pi"))
+    @Suite("conformance on a real camera", .serialized, .enabled(if: hasCamera, "needs a libcamera camera: runs on the virtual board (vimc) or a Raspberry Pi"))
     struct Conformance {
         @Test func configure() throws { try LibcameraBackendTests.conformance.configureReportsAdjustments() }
         @Test func buffers() throws { try LibcameraBackendTests.conformance.allocatesReadableBuffers() }
@@ -59,5 +61,68 @@ struct LibcameraBackendTests {
         @Test func misuse() throws { try LibcameraBackendTests.conformance.rejectsMisuse() }
         @Test func unsupported() async throws { try await LibcameraBackendTests.conformance.reportsUnsupportedControls() }
         @Test func release() async throws { try await LibcameraBackendTests.conformance.releaseEndsTheSequence() }
+        @Test func reacquire() async throws { try await LibcameraBackendTests.conformance.reacquiresAfterRelease() }
+
+        @Test("each stream role configures, with what libcamera settled on")
+        func roles() throws {
+            let m = try LibcameraManager.shared()
+            let cam = try m.open(try #require(m.cameras.first?.id))
+            defer { cam.release() }
+            var configured: [StreamRole] = []
+            for role in StreamRole.allCases {
+                do {
+                    let c = try cam.configure([StreamRequest(role: role)])
+                    let s = try #require(c.streams.first)
+                    #expect(s.role == role && s.width > 0 && s.height > 0 && s.bufferCount > 0 && s.frameSize >= s.stride * s.height)
+                    configured.append(role)
+                } catch let e as ShutterbugError {
+                    // A role the pipeline cannot do is refused cleanly, never a crash.
+                    #expect(e.code == .invalidArgument, "\(role): \(e)")
+                }
+            }
+            #expect(configured.contains(.viewfinder) && configured.contains(.still) && configured.contains(.video), "configured: \(configured)")
+        }
+
+        @Test("two processes cannot both acquire the camera")
+        func exclusive() throws {
+            let m = try LibcameraManager.shared()
+            let id = try #require(m.cameras.first?.id)
+            let held = try m.open(id)
+            defer { held.release() }
+            let exe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("shutterbug")
+            let p = Process()
+            p.executableURL = exe
+            p.arguments = ["stream", "--camera", id, "--frames", "1"]
+            let err = Pipe()
+            p.standardError = err
+            p.standardOutput = Pipe()
+            try p.run()
+            let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            #expect(p.terminationStatus != 0)
+            #expect(text.contains("in use by another process"), "\(text)")
+        }
+    }
+}
+
+/// vimc's sensor shows 75% colour bars: white, yellow, cyan, green, magenta, red, blue, black,
+/// eight equal columns. Checks the bar centres on a row near the top (the middle carries text).
+func vimcColourBars(_ b: any FrameBuffer) -> String? {
+    let bars: [(UInt8, UInt8, UInt8)] = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0), (191, 0, 191), (191, 0, 0), (0, 0, 191), (0, 0, 0)]
+    // libcamera's BGR888 is R, G, B bytes in memory; RGB888 is B, G, R.
+    guard b.pixelFormat == .bgr888 || b.pixelFormat == .rgb888 else { return "unexpected format \(b.pixelFormat)" }
+    let swap = b.pixelFormat == .rgb888
+    return b.withUnsafeBytes { bytes -> String? in
+        let row = 10 * b.planes[0].stride
+        for (i, bar) in bars.enumerated() {
+            let x = (2 * i + 1) * b.width / 16
+            var px = (bytes[row + 3 * x], bytes[row + 3 * x + 1], bytes[row + 3 * x + 2])
+            if swap { px = (px.2, px.1, px.0) }
+            let close = { (a: UInt8, e: UInt8) in abs(Int(a) - Int(e)) <= 8 }
+            if !(close(px.0, bar.0) && close(px.1, bar.1) && close(px.2, bar.2)) {
+                return "bar \(i) at x=\(x) is \(px), expected \(bar)"
+            }
+        }
+        return nil
     }
 }

@@ -9,7 +9,14 @@ struct SimulatedConformanceTests {
     static func suite(_ clock: SimulationOptions.Clock, profile: SensorProfile = .imx477) -> CameraConformance {
         CameraConformance(
             stream: StreamRequest(role: .viewfinder, width: 640, height: 480),
-            unsupportedControl: profile.hasFocusMotor ? nil : CameraControls(afMode: .manual, lensPosition: Dioptres(2))
+            unsupportedControl: profile.hasFocusMotor ? nil : CameraControls(afMode: .manual, lensPosition: Dioptres(2)),
+            content: { c in
+                // The synthetic scene: a visible grating around the metered mid-grey.
+                let s = channelStatistics(c.buffers[0])
+                if s.mean < 20 || s.mean > 235 { return "mean level \(s.mean) is not a metered scene" }
+                if s.sd / s.mean < 0.1 { return "no grating visible (contrast \(s.sd / s.mean))" }
+                return nil
+            }
         ) {
             var o = SimulationOptions()
             o.clock = clock
@@ -41,6 +48,9 @@ struct SimulatedConformanceTests {
 
     @Test("reports unsupported controls")
     func unsupported() async throws { try await Self.suite(.virtual).reportsUnsupportedControls() }
+
+    @Test("a released camera can be acquired again")
+    func reacquire() async throws { try await Self.suite(.virtual).reacquiresAfterRelease() }
 
     @Test("release ends the completion sequence")
     func release() async throws { try await Self.suite(.virtual).releaseEndsTheSequence() }

@@ -1,0 +1,23 @@
+#!/bin/bash
+# Runs inside the virtual board (board/virtual/run.sh board/virtual/tier.sh): the libcamera
+# conformance suite against vimc, the vkms and gpio-sim tests, and the CLI on vimc.
+set -u
+build=${SHUTTERBUG_BUILD_DIR:-.build/debug}
+failed=0
+step() {
+	echo "--- board: $*"
+	"$@" || { echo "--- board: FAILED: $*"; failed=1; }
+}
+
+echo "--- board: $(uname -r), cameras: $(ls /dev/media* 2>/dev/null | wc -l) media devices, $(ls /dev/dri/card* 2>/dev/null | wc -l) DRM cards, $(ls /dev/gpiochip* 2>/dev/null | wc -l) GPIO chips"
+step "$build/ShutterbugPackageTests.xctest" --testing-library swift-testing --filter 'LibcameraBackendTests|BoardTests'
+
+# The CLI on a camera without exposure controls must say so, and still stream.
+out=$("$build/shutterbug" stream --frames 5 --exposure 1/250 --gain 2 --size 636x480 2>&1)
+echo "$out"
+step grep -q "does not support .*ExposureTime.*AnalogueGain" <<<"$out"
+step grep -q "^5 frames" <<<"$out"
+out=$("$build/shutterbug" cameras 2>&1)
+echo "$out"
+step grep -q "platform/vimc" <<<"$out"
+exit $failed
