@@ -2,7 +2,7 @@ import ShutterbugCore
 
 /// Prints one line (or JSON object) per frame, noting what changed and where frames were lost,
 /// and a summary naming the first frame that carries the requested settings.
-struct FramePrinter {
+struct FramePrinter: Sendable {
     let json: Bool
     let tolerance: Duration
     private var previous: FrameMetadata?

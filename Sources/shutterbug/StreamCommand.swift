@@ -69,30 +69,34 @@ struct Stream: AsyncParsableCommand {
         let startControls = applyAt == nil ? manual.controls : manual.baseline
         let unsupportedAtStart = try cam.start(controls: startControls)
 
-        var printer = FramePrinter(json: json, tolerance: manual.tolerance)
         if !json {
             print("camera \(cam.info.id) (\(cam.info.model)): \(config.streams.map(\.description).joined(separator: ", ")), \(slots) request slots")
             if let note = manual.note { print(note) }
         }
 
-        var unsupported = unsupportedAtStart
-        var nextCookie: UInt64 = 0
-        func queue(_ slot: Int) throws {
-            let cookie = nextCookie
-            nextCookie += 1
-            let controls = applyAt.map { UInt64($0) == cookie ? manual.controls : .none } ?? .none
-            unsupported.formUnion(try cam.queue(slot: slot, cookie: cookie, controls: controls))
-        }
-        for slot in 0..<min(slots, frames) { try queue(slot) }
-
+        let (frames, applyAt, json) = (self.frames, self.applyAt, self.json)
         let timeout = Duration.seconds(2) + (manual.exposure ?? .milliseconds(250)) * 4
-        var received = 0
-        while received < frames {
-            guard let c = try await cam.completions.next(timeout: timeout) else { break }
-            if c.status == .cancelled { continue }
-            received += 1
-            printer.frame(c, requestedWith: applyAt.map(UInt64.init), target: manual)
-            if Int(nextCookie) < frames { try queue(c.slot) }
+        let (printer, unsupported) = try await withStallWatchdog(timeout: timeout, what: "streaming from \(cam.info.id)") { watch in
+            var printer = FramePrinter(json: json, tolerance: manual.tolerance)
+            var unsupported = unsupportedAtStart
+            var nextCookie: UInt64 = 0
+            func queue(_ slot: Int) throws {
+                let cookie = nextCookie
+                nextCookie += 1
+                let controls = applyAt.map { UInt64($0) == cookie ? manual.controls : .none } ?? .none
+                unsupported.formUnion(try cam.queue(slot: slot, cookie: cookie, controls: controls))
+            }
+            for slot in 0..<min(slots, frames) { try queue(slot) }
+            var received = 0
+            while received < frames {
+                guard let c = try await cam.completions.next() else { break }
+                watch.tick()
+                if c.status == .cancelled { continue }
+                received += 1
+                printer.frame(c, requestedWith: applyAt.map(UInt64.init), target: manual)
+                if Int(nextCookie) < frames { try queue(c.slot) }
+            }
+            return (printer, unsupported)
         }
         try cam.stop()
         while cam.completions.tryNext() != nil {}
@@ -177,7 +181,7 @@ struct Stream: AsyncParsableCommand {
 }
 
 /// The manual settings a stream asks for, and what to look for in the frames.
-struct ManualSettings {
+struct ManualSettings: Sendable {
     var controls = CameraControls()
     /// The controls in force before the manual ones apply (frame rate only).
     var baseline = CameraControls()

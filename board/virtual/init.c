@@ -128,6 +128,12 @@ int main(void)
 	mountOrSay("board", "/run/board", "9p", 0,
 		   "trans=virtio,version=9p2000.L,msize=1048576,cache=none");
 
+	/* devtmpfs has no /dev/fd: bash's process substitution needs it. */
+	symlink("/proc/self/fd", "/dev/fd");
+	symlink("/proc/self/fd/0", "/dev/stdin");
+	symlink("/proc/self/fd/1", "/dev/stdout");
+	symlink("/proc/self/fd/2", "/dev/stderr");
+
 	mkdir("/run/udev", 0755);
 	mkdir("/run/udev/data", 0755);
 	registerDevices("/sys/bus/media/devices");
