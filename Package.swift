@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "shutterbug", targets: ["shutterbug"]),
         .library(name: "ShutterbugCore", targets: ["ShutterbugCore"]),
+        .library(name: "Capture", targets: ["Capture", "CaptureScheduler"]),
         .library(name: "SimulatedCamera", targets: ["SimulatedCamera"]),
         .library(name: "LibcameraBackend", targets: ["LibcameraBackend"]),
         .library(name: "LinuxGPIO", targets: ["LinuxGPIO"]),
@@ -37,6 +38,9 @@ let package = Package(
         // Core: pure Swift
         .target(name: "ShutterbugCore"),
 
+        .target(name: "CaptureScheduler", dependencies: ["ShutterbugCore"]),
+        .target(name: "Capture", dependencies: ["ShutterbugCore", "CaptureScheduler"]),
+
         // I/O and the simulated camera
         .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore"]),
         .target(name: "LibcameraBackend", dependencies: ["ShutterbugCore", "CLibcameraBridge"]),
@@ -47,7 +51,7 @@ let package = Package(
         .executableTarget(
             name: "shutterbug",
             dependencies: [
-                "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims",
+                "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -64,6 +68,7 @@ let package = Package(
             dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance"]
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug"]),
+        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore"]),
         .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore"]),
         .testTarget(
             name: "LibcameraBackendTests",

@@ -52,7 +52,7 @@ struct PipelineFaultTests {
         var o = SimulationOptions()
         o.clock = .realTime
         o.faults.stallAtFrame = 2
-        o.faults.stallDuration = .seconds(3)
+        o.faults.stallDuration = .seconds(120)  // far longer than any scheduling hiccup; stop() cuts it short
         let cam = SimulatedCamera(profile: .imx219, options: o)
         defer { cam.release() }
         _ = try cam.configure([StreamRequest(role: .viewfinder, width: 320, height: 240)])

@@ -6,7 +6,7 @@
  * writable and carries the command to run in and its exit status out. A static C init boots
  * about a second faster than a shell script, which matters when CI boots the board often.
  *
- * Steps: mount the kernel filesystems; register the media and video nodes in a udev database
+ * Steps: mount the kernel filesystems, /tmp as an overlay on the host's; register the media and video nodes in a udev database
  * (libcamera's enumerator only accepts devices udev has initialised, and no udevd runs here);
  * create a gpio-sim chip "board-gpio" with 8 lines (line 0 named "shutter"); bring up lo; run
  * /bin/bash /run/board/command; write its status to /run/board/status; reboot, which qemu
@@ -122,8 +122,13 @@ int main(void)
 	mountOrSay("sysfs", "/sys", "sysfs", 0, NULL);
 	/* CONFIG_DEVTMPFS_MOUNT has mounted /dev already. */
 	mountOrSay("configfs", "/sys/kernel/config", "configfs", 0, NULL);
-	mountOrSay("tmpfs", "/tmp", "tmpfs", 0, "mode=1777");
 	mountOrSay("tmpfs", "/run", "tmpfs", 0, "mode=755");
+	/* /tmp: the host's (a checkout may live there) with the guest's writes on top. */
+	mkdir("/run/tmp-upper", 0755);
+	mkdir("/run/tmp-upper/data", 01777);
+	mkdir("/run/tmp-upper/work", 0755);
+	mountOrSay("overlay", "/tmp", "overlay", 0,
+		   "lowerdir=/tmp,upperdir=/run/tmp-upper/data,workdir=/run/tmp-upper/work");
 	mountOrSay("tmpfs", "/dev/shm", "tmpfs", 0, "mode=1777");
 	mountOrSay("board", "/run/board", "9p", 0,
 		   "trans=virtio,version=9p2000.L,msize=1048576,cache=none");

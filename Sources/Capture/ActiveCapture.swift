@@ -1,0 +1,201 @@
+import CaptureScheduler
+import ShutterbugCore
+
+/// One capture in progress: its plan, the photos held for it, and its event stream.
+final class ActiveCapture {
+    enum Phase {
+        /// Waiting for auto-exposure to settle before an EV bracket is converted.
+        case metering(since: UInt32?)
+        case bracketing
+        /// A single photo: the first frame after this one.
+        case single(after: UInt32?)
+        case done
+    }
+
+    let settings: PhotoSettings
+    let continuation: AsyncThrowingStream<CaptureEvent, any Error>.Continuation
+    var phase: Phase = .metering(since: nil)
+    var scheduler: BracketScheduler?
+    var resolved: ResolvedPhotoSettings
+    /// Photos by step, held until every step is captured (AVFoundation delivers them after
+    /// "exposure ended").
+    var photos: [Int: (CompletedRequest, ResolvedStep)] = [:]
+    var heldSlots: [Int] { photos.values.map(\.0.slot) }
+    var exposureStartSent = false
+
+    init(settings: PhotoSettings, continuation: AsyncThrowingStream<CaptureEvent, any Error>.Continuation) {
+        self.settings = settings
+        self.continuation = continuation
+        resolved = ResolvedPhotoSettings(uniqueID: settings.uniqueID, steps: [], adjustments: [])
+    }
+
+    func finish(throwing error: ShutterbugError) {
+        phase = .done
+        continuation.finish(throwing: error)
+    }
+}
+
+extension CaptureSession {
+    /// Starts the capture at the head of the queue.
+    func activate() {
+        guard let capture = captures.first else { return }
+        switch capture.settings.bracket {
+        case nil:
+            capture.phase = .single(after: lastSequenceSeen)
+            capture.resolved.steps = [ResolvedStep(index: 0, requested: "the settings in force", planned: StepTarget())]
+            capture.continuation.yield(.settingsResolved(capture.resolved))
+        case .exposureBias?:
+            capture.phase = .metering(since: nil)
+        case .manualExposure(let steps)?:
+            let planned = steps.enumerated().map { i, s -> (ResolvedStep, BracketScheduler.Step) in
+                let (target, notes) = adjust(exposure: s.duration, gain: s.gain.value, what: "step \(i + 1)")
+                capture.resolved.adjustments += notes
+                return (ResolvedStep(index: i, requested: "\(s.duration.exposureDescription) gain \(String(format2: s.gain.value))", planned: target), exposureStep(target))
+            }
+            begin(capture, planned)
+        case .lensPositions(let lenses)?:
+            let range = backend.controlLimits.lensPosition ?? 0...15
+            let planned = lenses.enumerated().map { i, l -> (ResolvedStep, BracketScheduler.Step) in
+                let v = min(max(l.value, range.lowerBound), range.upperBound)
+                if v != l.value { capture.resolved.adjustments.append("step \(i + 1): lens \(l) adjusted to \(Dioptres(v))") }
+                let target = StepTarget(lens: v)
+                return (ResolvedStep(index: i, requested: "\(l)", planned: target), BracketScheduler.Step(controls: CameraControls(afMode: .manual, lensPosition: Dioptres(v)), target: target))
+            }
+            begin(capture, planned)
+        }
+    }
+
+    /// Controls for an exposure step: both manual (applied at once, no AGC filter), white
+    /// balance fixed at what it is now, and a frame duration that fits the exposure exactly.
+    func exposureStep(_ target: StepTarget) -> BracketScheduler.Step {
+        let fd = timing.framePeriod(for: target.exposure!)
+        var c = CameraControls.manualExposure(target.exposure!, gain: Gain(target.gain!))
+        c.frameDurationLimits = fd...fd
+        if backend.controlLimits.supported.contains(.colourGains), let g = recentMetadata.last?.colourGains {
+            c.awbEnabled = false
+            c.colourGains = g
+        }
+        return BracketScheduler.Step(controls: c, target: target)
+    }
+
+    private func begin(_ capture: ActiveCapture, _ planned: [(ResolvedStep, BracketScheduler.Step)]) {
+        capture.resolved.steps = planned.map(\.0)
+        capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing)
+        capture.phase = .bracketing
+        capture.continuation.yield(.settingsResolved(capture.resolved))
+    }
+
+    /// Judges a completed frame for the capture at the head of the queue; true when the
+    /// capture keeps the frame's buffers.
+    func judge(_ c: CompletedRequest, for capture: ActiveCapture) -> Bool {
+        switch capture.phase {
+        case .done:
+            return false
+        case .single(let after):
+            guard c.status == .complete, after.map({ c.metadata.sequence > $0 }) ?? true else { return false }
+            capture.resolved.steps[0].actual = c.metadata
+            capture.photos[0] = (c, capture.resolved.steps[0])
+            complete(capture)
+            return true
+        case .metering:
+            meter(capture)
+            return false
+        case .bracketing:
+            return bracket(c, capture)
+        }
+    }
+
+    /// Auto-exposure has settled when the last three frames' total exposures agree within 1%.
+    private func meter(_ capture: ActiveCapture) {
+        guard case .exposureBias(let biases)? = capture.settings.bracket else { return }
+        let totals = recentMetadata.suffix(3).compactMap { m -> Double? in
+            guard let e = m.exposureTime, let g = m.totalGain else { return nil }
+            return e.secondsValue * g.value
+        }
+        guard totals.count == 3, let lo = totals.min(), let hi = totals.max(), hi <= lo * 1.01, let base = recentMetadata.last else { return }
+        let total = totals.last!
+        capture.resolved.meteredExposure = base.exposureTime
+        capture.resolved.meteredGain = base.totalGain?.value
+        // Exposure first, up to what fits the every-frame period; then gain.
+        let exposureLimit = timing.everyFramePeriod - timing.margin
+        let planned = biases.enumerated().map { i, ev -> (ResolvedStep, BracketScheduler.Step) in
+            let t = total * pow2(ev)
+            let minGain = timing.gainRange.lowerBound
+            var e = min(Duration.seconds(exactly: t / minGain), max(exposureLimit, timing.exposureRange.lowerBound))
+            var g = t / e.secondsValue
+            if g > timing.gainRange.upperBound {
+                // Out of gain: lengthen the exposure (and the frame) instead.
+                g = timing.gainRange.upperBound
+                e = .seconds(exactly: t / g)
+            }
+            let (target, notes) = adjust(exposure: e, gain: g, what: "step \(i + 1) (\(ev >= 0 ? "+" : "")\(ev) EV)")
+            capture.resolved.adjustments += notes
+            return (ResolvedStep(index: i, requested: "\(ev >= 0 ? "+" : "")\(ev) EV", planned: target), exposureStep(target))
+        }
+        begin(capture, planned)
+    }
+
+    private func bracket(_ c: CompletedRequest, _ capture: ActiveCapture) -> Bool {
+        guard var s = capture.scheduler else { return false }
+        let actions = s.complete(cookie: c.cookie, status: c.status, metadata: c.metadata)
+        capture.scheduler = s
+        var keep = false
+        for a in actions {
+            switch a {
+            case .photo(let step):
+                capture.resolved.steps[step].actual = c.metadata
+                capture.photos[step] = (c, capture.resolved.steps[step])
+                keep = true
+                if !capture.exposureStartSent, let start = c.metadata.exposureStart {
+                    capture.exposureStartSent = true
+                    capture.continuation.yield(.exposureStarted(start))
+                }
+            case .discard(let sequence, let reason):
+                capture.resolved.discarded.append(DiscardedFrame(sequence: sequence, reason: reason.description))
+            case .retry:
+                capture.resolved.retries += 1
+            case .finished:
+                complete(capture)
+            case .failed(_, let reason):
+                for slot in capture.heldSlots { returnSlot(slot) }
+                capture.photos.removeAll()
+                captures.removeFirst()
+                capture.finish(throwing: ShutterbugError(.timeout, reason))
+                if !captures.isEmpty { activate() }
+            }
+        }
+        return keep
+    }
+
+    /// Every step is captured: exposure ended, photos in step order, finished. The next capture
+    /// may begin at once, while these photos are still held.
+    private func complete(_ capture: ActiveCapture) {
+        let ordered = capture.photos.keys.sorted().map { capture.photos[$0]! }
+        if !capture.exposureStartSent, let start = ordered.first?.0.metadata.exposureStart {
+            capture.continuation.yield(.exposureStarted(start))
+        }
+        if let last = ordered.map(\.0.metadata).max(by: { $0.sequence < $1.sequence }), let ts = last.sensorTimestamp {
+            capture.continuation.yield(.exposureEnded(ts + timing.readoutTime))
+        }
+        for (request, step) in ordered {
+            let slot = request.slot
+            capture.continuation.yield(.photo(CapturedPhoto(step: step, metadata: request.metadata, buffers: request.buffers) { [weak self] in
+                Task { await self?.returnSlot(slot) }
+            }))
+        }
+        capture.photos.removeAll()
+        capture.phase = .done
+        capture.continuation.yield(.captureFinished(capture.resolved))
+        capture.continuation.finish()
+        captures.removeFirst()
+        if !captures.isEmpty { activate() }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@inline(__always) func pow2(_ x: Double) -> Double { pow(2.0, x) }

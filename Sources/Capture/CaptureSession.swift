@@ -1,0 +1,451 @@
+import CaptureScheduler
+import ShutterbugCore
+
+/// A configured, streaming camera that captures photos and brackets and locks settings, the
+/// analogue of AVFoundation's capture device plus photo output.
+///
+/// The session keeps every request slot queued: each completed slot goes straight back out with
+/// the next planned controls (a bracket step, a lock, or a filler that repeats what is in
+/// force), unless a photo holds its buffers. Frames are judged by their metadata only.
+public actor CaptureSession {
+    public let backend: any CameraBackend
+    /// The camera's timing in the configured mode (known once `start` has configured it).
+    public private(set) var timing: CameraTiming
+    private let timingForConfiguration: @Sendable (CameraConfiguration) -> CameraTiming
+    /// Request slots beyond a bracket's photos, so the sensor never starves while photos are
+    /// held: the pipeline depth.
+    public static let pipelineDepth = 4
+
+    private var slots = 0
+    private var prepared = 0
+    private var nextCookie: UInt64 = 0
+    private var running = false
+    private var failure: ShutterbugError?
+    private var leased = Set<Int>()
+    private var recent = Ring<FrameMetadata>(capacity: 8)
+    private var lastSequence: UInt32?
+    /// Controls in force outside a capture, sent again to restore after one.
+    private var baseline = CameraControls()
+    private var waitingControls = Ring<(controls: CameraControls, lock: Int?)>(capacity: 8)
+    private var locks: [Int: LockWaiter] = [:]
+    private var nextLockID = 0
+    var captures: [ActiveCapture] = []
+    private var frameWaiters: [FrameWaiter] = []
+    private var pump: Task<Void, Never>?
+
+    var lastSequenceSeen: UInt32? { lastSequence }
+    var recentMetadata: [FrameMetadata] {
+        var copy = recent
+        return copy.removeAll()
+    }
+    var baselineControls: CameraControls { baseline }
+
+    /// - Parameter timing: the camera's timing for the configuration `start` settles on.
+    public init(backend: any CameraBackend, timing: @escaping @Sendable (CameraConfiguration) -> CameraTiming) {
+        self.backend = backend
+        self.timingForConfiguration = timing
+        self.timing = CameraTiming(landingOffsets: 3...5, lineTime: .microseconds(30), margin: .milliseconds(2), minFramePeriod: .milliseconds(33), ipaMinInterval: .zero, gainRange: 1...16, exposureRange: .microseconds(30)...(.seconds(1)), readoutTime: .milliseconds(30))
+    }
+
+    /// Photos held by the consumer (not yet released).
+    public var photosHeld: Int { leased.count }
+
+    // MARK: Life
+
+    /// Configures `stream` with buffers for the largest bracket declared here plus the pipeline
+    /// depth, allocates them all, and starts streaming with auto exposure and white balance.
+    /// A capture never allocates.
+    ///
+    /// - Throws: `.invalidArgument` for a bracket size outside 1...32.
+    @discardableResult
+    public func start(stream: StreamRequest, preparedBracketCount: Int = 9) throws -> CameraConfiguration {
+        guard (1...32).contains(preparedBracketCount) else {
+            throw ShutterbugError(.invalidArgument, "prepared bracket count must be in 1...32, not \(preparedBracketCount)")
+        }
+        var s = stream
+        s.bufferCount = preparedBracketCount + Self.pipelineDepth
+        let config = try backend.configure([s])
+        timing = timingForConfiguration(config)
+        slots = try backend.allocate()
+        prepared = max(1, slots - Self.pipelineDepth)
+        baseline = CameraControls(aeEnabled: true, awbEnabled: true,
+                                  frameDurationLimits: timing.everyFramePeriod...max(timing.everyFramePeriod, .milliseconds(250)))
+        if backend.controlLimits.supported.isDisjoint(with: [.aeEnable, .frameDurationLimits]) { baseline = CameraControls() }
+        try backend.start(controls: baseline)
+        running = true
+        for slot in 0..<slots { requeue(slot) }
+        let completions = backend.completions
+        pump = Task { [weak self] in
+            do {
+                for try await c in completions {
+                    guard let self else { return }
+                    await self.handle(c)
+                }
+            } catch {
+                await self?.fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)"))
+            }
+        }
+        return config
+    }
+
+    /// The most steps a bracket can have with the buffers prepared.
+    public var maxBracketedCapturePhotoCount: Int { prepared }
+
+    /// Stops streaming: captures in progress fail, held photos stay readable until released.
+    public func stop() {
+        guard running else { return }
+        running = false
+        try? backend.stop()
+        pump?.cancel()
+        fail(ShutterbugError(.invalidState, "the session stopped"))
+    }
+
+    // MARK: Locks (the configuration scope)
+
+    /// Settings changed together in one request, like AVFoundation's
+    /// `lockForConfiguration()`…`unlockForConfiguration()`.
+    public struct Configuration: Sendable {
+        /// Fixed exposure and gain (ISO 100 = gain 1.0).
+        public var customExposure: (duration: Duration, gain: Gain)?
+        /// Focus locked at a lens position.
+        public var lockedFocus: Dioptres?
+        /// White balance locked at colour gains.
+        public var lockedWhiteBalance: ColourGains?
+        /// Back to continuous auto exposure, white balance and focus.
+        public var continuousAuto = false
+        public init() {}
+    }
+
+    /// What each lock in a configuration reported.
+    public struct ConfigurationResult: Sendable {
+        public var exposure: SyncPoint?
+        public var focus: SyncPoint?
+        public var whiteBalance: SyncPoint?
+        /// Settings changed to fit the sensor.
+        public var adjustments: [String] = []
+    }
+
+    /// Applies a configuration in one request and returns when every lock in it has landed,
+    /// with the first frame carrying each.
+    ///
+    /// - Throws: `.unsupported` for a control the camera lacks (a lens on a fixed-focus
+    ///   module); `.timeout` when a setting never shows in the frames.
+    public func configure(_ body: (inout Configuration) -> Void) async throws -> ConfigurationResult {
+        var config = Configuration()
+        body(&config)
+        var controls = CameraControls()
+        var result = ConfigurationResult()
+        var kinds: [LockWaiter.Kind] = []
+        let supported = backend.controlLimits.supported
+        if config.continuousAuto {
+            controls = CameraControls(aeEnabled: true, exposureTime: .zero, analogueGain: Gain(0), awbEnabled: true, afMode: supported.contains(.afMode) ? .continuous : nil)
+            baseline.aeEnabled = true
+            baseline.exposureTime = nil
+            baseline.analogueGain = nil
+            baseline.awbEnabled = true
+            baseline.colourGains = nil
+        }
+        if let e = config.customExposure {
+            guard supported.isSuperset(of: [.exposureTime, .analogueGain]) else {
+                throw ShutterbugError(.unsupported, "\(backend.info.id) does not support manual exposure (no ExposureTime/AnalogueGain controls)")
+            }
+            let (target, notes) = adjust(exposure: e.duration, gain: e.gain.value, what: "custom exposure")
+            result.adjustments += notes
+            let fd = timing.framePeriod(for: target.exposure!)
+            controls.aeEnabled = false
+            controls.exposureTime = target.exposure
+            controls.analogueGain = Gain(target.gain!)
+            controls.frameDurationLimits = fd...fd
+            baseline.aeEnabled = false
+            baseline.exposureTime = target.exposure
+            baseline.analogueGain = Gain(target.gain!)
+            baseline.frameDurationLimits = fd...fd
+            kinds.append(.exposure(target))
+        }
+        if let l = config.lockedFocus {
+            guard supported.contains(.lensPosition), let range = backend.controlLimits.lensPosition ?? (supported.contains(.lensPosition) ? 0...15 : nil) else {
+                throw ShutterbugError(.unsupported, "\(backend.info.id) has no focus motor; lens positions need a camera with one, such as sim:imx708 (Camera Module 3)")
+            }
+            let clamped = min(max(l.value, range.lowerBound), range.upperBound)
+            if clamped != l.value { result.adjustments.append("lens position \(l) adjusted to \(Dioptres(clamped)) (range \(String(format2: range.lowerBound))...\(String(format2: range.upperBound)))") }
+            controls.afMode = .manual
+            controls.lensPosition = Dioptres(clamped)
+            baseline.afMode = .manual
+            baseline.lensPosition = Dioptres(clamped)
+            kinds.append(.focus(clamped))
+        }
+        if let g = config.lockedWhiteBalance {
+            guard supported.contains(.colourGains) else {
+                throw ShutterbugError(.unsupported, "\(backend.info.id) does not support fixed white balance (no ColourGains control)")
+            }
+            controls.awbEnabled = false
+            controls.colourGains = g
+            baseline.awbEnabled = false
+            baseline.colourGains = g
+            kinds.append(.whiteBalance(g))
+        }
+        guard running else { throw failure ?? ShutterbugError(.invalidState, "the session is not running") }
+        if kinds.isEmpty {
+            waitingControls.append((controls, nil))
+            return result
+        }
+        try await withThrowingTaskGroup(of: (LockWaiter.Kind, SyncPoint).self) { group in
+            var ids: [Int] = []
+            for kind in kinds {
+                let id = nextLockID
+                nextLockID += 1
+                ids.append(id)
+                locks[id] = LockWaiter(kind: kind)
+            }
+            // One request carries all of them; every waiter learns its cookie.
+            waitingControls.append((controls, ids[0]))
+            for id in ids.dropFirst() { locks[id]?.sharesRequestWith = ids[0] }
+            for (kind, id) in zip(kinds, ids) {
+                group.addTask { (kind, try await self.waitForLock(id)) }
+            }
+            for try await (kind, point) in group {
+                switch kind {
+                case .exposure: result.exposure = point
+                case .focus: result.focus = point
+                case .whiteBalance: result.whiteBalance = point
+                }
+            }
+        }
+        return result
+    }
+
+    private func waitForLock(_ id: Int) async throws -> SyncPoint {
+        try await withCheckedThrowingContinuation { c in
+            if let f = failure { c.resume(throwing: f); return }
+            if let outcome = locks[id]?.outcome {
+                locks[id] = nil
+                c.resume(with: outcome)
+                return
+            }
+            locks[id]?.continuation = c
+        }
+    }
+
+    /// Settles a lock: resumes its waiter, or keeps the outcome until the waiter arrives.
+    private func settle(lock id: Int, _ outcome: Result<SyncPoint, any Error>) {
+        if let c = locks[id]?.continuation {
+            locks[id] = nil
+            c.resume(with: outcome)
+        } else {
+            locks[id]?.outcome = outcome
+        }
+    }
+
+    /// Adjusts a requested exposure and gain to the sensor, explaining each change.
+    func adjust(exposure: Duration, gain: Double, what: String) -> (StepTarget, [String]) {
+        var notes: [String] = []
+        var e = exposure, g = gain
+        let er = timing.exposureRange, gr = timing.gainRange
+        if e < er.lowerBound || e > er.upperBound {
+            let clamped = min(max(e, er.lowerBound), er.upperBound)
+            notes.append("\(what): exposure \(e.exposureDescription) adjusted to \(clamped.exposureDescription) (sensor range \(er.lowerBound.microsecondsValue.rounded()) µs to \(er.upperBound.millisecondsDescription))")
+            e = clamped
+        }
+        if g < gr.lowerBound || g > gr.upperBound {
+            let clamped = min(max(g, gr.lowerBound), gr.upperBound)
+            notes.append("\(what): gain \(String(format2: g)) adjusted to \(String(format2: clamped)) (sensor range \(String(format2: gr.lowerBound)) to \(String(format2: gr.upperBound)))")
+            g = clamped
+        }
+        // Quantise to whole lines so the target is what the sensor will report.
+        let lines = (e.nanosecondsValue + timing.lineTime.nanosecondsValue / 2) / timing.lineTime.nanosecondsValue
+        e = timing.lineTime * Int(max(1, lines))
+        return (StepTarget(exposure: e, gain: g), notes)
+    }
+
+    // MARK: Capture
+
+    /// Captures a photo or a bracket. Events come in AVFoundation's order; photos hold their
+    /// buffers until released.
+    public func capture(_ settings: PhotoSettings) -> AsyncThrowingStream<CaptureEvent, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<CaptureEvent, any Error>.makeStream()
+        let capture = ActiveCapture(settings: settings, continuation: continuation)
+        if let f = failure ?? (running ? nil : ShutterbugError(.invalidState, "the session is not running")) {
+            continuation.finish(throwing: f)
+            return stream
+        }
+        if let b = settings.bracket {
+            if b.count > prepared || b.count == 0 {
+                continuation.finish(throwing: ShutterbugError(.invalidArgument, "a bracket of \(b.count) exceeds the \(prepared) prepared (maxBracketedCapturePhotoCount); the accepted range is 1...\(prepared)"))
+                return stream
+            }
+            if case .lensPositions = b, !backend.controlLimits.supported.contains(.lensPosition) {
+                continuation.finish(throwing: ShutterbugError(.unsupported, "\(backend.info.id) has no focus motor; a focus bracket needs a camera with one, such as sim:imx708"))
+                return stream
+            }
+            if case .lensPositions = b {} else if !backend.controlLimits.supported.isSuperset(of: [.exposureTime, .analogueGain]) {
+                continuation.finish(throwing: ShutterbugError(.unsupported, "\(backend.info.id) does not support ExposureTime and AnalogueGain, so it cannot bracket exposures"))
+                return stream
+            }
+        }
+        let id = settings.uniqueID
+        continuation.onTermination = { [weak self] reason in
+            if case .cancelled = reason { Task { await self?.cancel(captureID: id) } }
+        }
+        captures.append(capture)
+        if captures.count == 1 { activate() }
+        return stream
+    }
+
+    /// The first frame whose exposure began at or after `instant` (`SensorTimestamp -
+    /// ExposureTime >= instant`): what a trigger at that instant should capture.
+    public func captureFrame(exposedAfter instant: SensorTime, timeout: Duration = .seconds(5)) async throws -> CapturedPhoto {
+        if let f = failure { throw f }
+        return try await withCheckedThrowingContinuation { c in
+            frameWaiters.append(FrameWaiter(instant: instant, continuation: c))
+        }
+    }
+
+    // MARK: Frames
+
+    private func handle(_ c: CompletedRequest) {
+        let m = c.metadata
+        var keep = false
+        if c.status == .complete {
+            recent.append(m)
+            if recent.count > 6 { _ = recent.popFirst() }
+            lastSequence = m.sequence
+            judgeLocks(c)
+            keep = judgeFrameWaiters(c) || keep
+        } else {
+            for (id, lock) in locks where lock.cookie == c.cookie { locks[id]?.pairedFrame = m.sequence }
+        }
+        if let capture = captures.first {
+            keep = judge(c, for: capture) || keep
+        }
+        if keep {
+            leased.insert(c.slot)
+        } else if running {
+            requeue(c.slot)
+        }
+    }
+
+    private func requeue(_ slot: Int) {
+        guard running else { return }
+        let cookie = nextCookie
+        nextCookie += 1
+        var controls = CameraControls.none
+        if let capture = captures.first, let s = capture.scheduler?.controls(forRequest: cookie) {
+            controls = s
+        } else if captures.first?.scheduler == nil || captures.first?.scheduler?.isFinished == true, let w = waitingControls.popFirst() {
+            controls = w.controls
+            if let id = w.lock {
+                for (lid, lock) in locks where lid == id || lock.sharesRequestWith == id { locks[lid]?.cookie = cookie }
+            }
+        }
+        do {
+            try backend.queue(slot: slot, cookie: cookie, controls: controls)
+        } catch let e as ShutterbugError {
+            if running { fail(e) }
+        } catch {}
+    }
+
+    /// Called when a photo is released: the slot goes back out.
+    func returnSlot(_ slot: Int) {
+        guard leased.remove(slot) != nil else { return }
+        if running { requeue(slot) }
+    }
+
+    func fail(_ error: ShutterbugError) {
+        failure = failure ?? error
+        for capture in captures { capture.finish(throwing: error) }
+        captures.removeAll()
+        for id in Array(locks.keys) where locks[id]?.outcome == nil { settle(lock: id, .failure(error)) }
+        for w in frameWaiters { w.continuation.resume(throwing: error) }
+        frameWaiters.removeAll()
+    }
+
+    private func cancel(captureID: Int64) {
+        guard let index = captures.firstIndex(where: { $0.settings.uniqueID == captureID }) else { return }
+        let capture = captures.remove(at: index)
+        for slot in capture.heldSlots { returnSlot(slot) }
+        // Whatever the bracket set goes back to what was in force.
+        if capture.scheduler != nil { waitingControls.append((baseline, nil)) }
+        if index == 0, !captures.isEmpty { activate() }
+    }
+
+    // MARK: Locks
+
+    private func judgeLocks(_ c: CompletedRequest) {
+        let m = c.metadata
+        for (id, lock) in locks {
+            if lock.cookie == c.cookie { locks[id]?.pairedFrame = m.sequence }
+            guard let paired = locks[id]?.pairedFrame, let waiter = locks[id] else { continue }
+            var carried = false
+            switch waiter.kind {
+            case .exposure(let target):
+                carried = Int(m.sequence) >= Int(paired) + timing.landingOffsets.lowerBound && target.isCarried(by: m, lineTime: timing.lineTime)
+            case .whiteBalance(let g):
+                // Colour is applied by the ISP to the paired frame itself.
+                if let r = m.colourGains { carried = m.sequence >= paired && abs(r.red - g.red) < 0.01 && abs(r.blue - g.blue) < 0.01 }
+            case .focus(let target):
+                carried = lensSettled(waiterID: id, target: target, m)
+            }
+            guard waiter.outcome == nil else { continue }
+            if carried {
+                settle(lock: id, .success(SyncPoint(sequence: m.sequence, timestamp: m.sensorTimestamp, requestFrame: paired)))
+            } else if Int(m.sequence) > Int(paired) + 60 {
+                settle(lock: id, .failure(ShutterbugError(.timeout, "\(waiter.kind) did not show in the 60 frames after its request")))
+            }
+        }
+    }
+
+    /// CAMERA-FACTS §4: the reported position is the commanded one and shows on the frame that
+    /// commanded the move; the lens is there one frame later plus the settle time.
+    private func lensSettled(waiterID id: Int, target: Double, _ m: FrameMetadata) -> Bool {
+        guard let r = m.lensPosition, abs(r.value - target) < 0.01, let ts = m.sensorTimestamp else {
+            locks[id]?.reachedAt = nil
+            return false
+        }
+        guard let reached = locks[id]?.reachedAt else {
+            // The move was commanded when this frame went through the IPA.
+            locks[id]?.reachedAt = ts + timing.readoutTime + .milliseconds(5)
+            return false
+        }
+        guard let start = m.exposureStart else { return false }
+        return start >= reached + timing.lensSettleTime
+    }
+
+    private func judgeFrameWaiters(_ c: CompletedRequest) -> Bool {
+        guard let start = c.metadata.exposureStart else { return false }
+        guard let index = frameWaiters.firstIndex(where: { start >= $0.instant }) else { return false }
+        let w = frameWaiters.remove(at: index)
+        let slot = c.slot
+        let photo = CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(w.instant)", planned: StepTarget(), actual: c.metadata),
+                                  metadata: c.metadata, buffers: c.buffers) { [weak self] in Task { await self?.returnSlot(slot) } }
+        w.continuation.resume(returning: photo)
+        return true
+    }
+}
+
+/// A lock waiting for the first frame that carries it.
+struct LockWaiter {
+    enum Kind: Sendable, CustomStringConvertible {
+        case exposure(StepTarget)
+        case focus(Double)
+        case whiteBalance(ColourGains)
+        var description: String {
+            switch self {
+            case .exposure(let t): return "exposure \(t)"
+            case .focus(let l): return "focus at \(String(format2: l)) dpt"
+            case .whiteBalance(let g): return "white balance \(g)"
+            }
+        }
+    }
+    var kind: Kind
+    var cookie: UInt64?
+    var sharesRequestWith: Int?
+    var pairedFrame: UInt32?
+    var reachedAt: SensorTime?
+    var continuation: CheckedContinuation<SyncPoint, any Error>?
+    var outcome: Result<SyncPoint, any Error>?
+}
+
+struct FrameWaiter {
+    var instant: SensorTime
+    var continuation: CheckedContinuation<CapturedPhoto, any Error>
+}

@@ -1,0 +1,55 @@
+import ShutterbugCore
+import Synchronization
+
+/// Settings for one capture, immutable, with a unique ID that travels with its requests.
+/// AVFoundation's `AVCapturePhotoSettings`, for a headless Pi camera.
+public struct PhotoSettings: Sendable, Hashable {
+    private static let counter = Atomic<Int64>(0)
+
+    /// Unique within the process; the events of this capture carry it.
+    public let uniqueID: Int64
+    /// A bracket, or `nil` for a single photo with the settings in force.
+    public let bracket: BracketSettings?
+
+    public init(bracket: BracketSettings? = nil) {
+        uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
+        self.bracket = bracket
+    }
+}
+
+/// The steps of a bracket: AE bias, manual exposures, or lens positions.
+/// AVFoundation's `AVCapturePhotoBracketSettings` with its two exposure kinds, plus focus.
+public enum BracketSettings: Sendable, Hashable {
+    /// Biases in stops from the metered exposure (auto-exposure settles first).
+    case exposureBias([Double])
+    /// Fixed exposure durations and analogue gains.
+    case manualExposure([(duration: Duration, gain: Gain)])
+    /// Lens positions, with exposure as it is.
+    case lensPositions([Dioptres])
+
+    public var count: Int {
+        switch self {
+        case .exposureBias(let b): return b.count
+        case .manualExposure(let m): return m.count
+        case .lensPositions(let l): return l.count
+        }
+    }
+
+    public static func == (a: BracketSettings, b: BracketSettings) -> Bool {
+        switch (a, b) {
+        case (.exposureBias(let x), .exposureBias(let y)): return x == y
+        case (.manualExposure(let x), .manualExposure(let y)):
+            return x.count == y.count && zip(x, y).allSatisfy { $0.duration == $1.duration && $0.gain == $1.gain }
+        case (.lensPositions(let x), .lensPositions(let y)): return x == y
+        default: return false
+        }
+    }
+
+    public func hash(into h: inout Hasher) {
+        switch self {
+        case .exposureBias(let x): h.combine(0); h.combine(x)
+        case .manualExposure(let m): h.combine(1); for s in m { h.combine(s.duration); h.combine(s.gain) }
+        case .lensPositions(let l): h.combine(2); h.combine(l)
+        }
+    }
+}

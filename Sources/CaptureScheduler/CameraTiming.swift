@@ -1,0 +1,56 @@
+import ShutterbugCore
+
+/// What the scheduler must know about the camera's timing to plan requests and judge frames.
+public struct CameraTiming: Sendable, Hashable {
+    /// Sensor frames after a request's paired frame on which its sensor controls can land.
+    public var landingOffsets: ClosedRange<Int>
+    /// Reported exposure is a whole number of lines: the matching tolerance.
+    public var lineTime: Duration
+    /// Integration margin: a frame lasts at least exposure + margin.
+    public var margin: Duration
+    /// The mode's shortest frame period.
+    public var minFramePeriod: Duration
+    /// The IPA runs at most this often; frames faster than this skip it (0: no limit).
+    public var ipaMinInterval: Duration
+    /// Analogue gain range, for adjusting requests.
+    public var gainRange: ClosedRange<Double>
+    /// Exposure range of the mode.
+    public var exposureRange: ClosedRange<Duration>
+    /// Time to read a frame out (for when a lens move has settled).
+    public var readoutTime: Duration
+    /// Mechanical settle time of the focus motor.
+    public var lensSettleTime: Duration
+
+    public init(landingOffsets: ClosedRange<Int>, lineTime: Duration, margin: Duration, minFramePeriod: Duration, ipaMinInterval: Duration, gainRange: ClosedRange<Double>, exposureRange: ClosedRange<Duration>, readoutTime: Duration, lensSettleTime: Duration = .milliseconds(12)) {
+        self.landingOffsets = landingOffsets
+        self.lineTime = lineTime
+        self.margin = margin
+        self.minFramePeriod = minFramePeriod
+        self.ipaMinInterval = ipaMinInterval
+        self.gainRange = gainRange
+        self.exposureRange = exposureRange
+        self.readoutTime = readoutTime
+        self.lensSettleTime = lensSettleTime
+    }
+
+    /// The timing of a known sensor in one of its modes, on the Raspberry Pi pipeline.
+    public init(profile: SensorProfile, mode: SensorMode, ipaMinInterval: Duration = .nanoseconds(33_333_333)) {
+        self.init(landingOffsets: profile.delays.landingOffsets, lineTime: mode.lineTime, margin: mode.margin,
+                  minFramePeriod: mode.minFramePeriod, ipaMinInterval: ipaMinInterval, gainRange: profile.analogueGainRange,
+                  exposureRange: profile.exposureRange(in: mode), readoutTime: mode.readoutTime)
+    }
+
+    /// The shortest frame period at which the IPA runs on every frame, so settings can change
+    /// on consecutive frames.
+    public var everyFramePeriod: Duration { max(minFramePeriod, ipaMinInterval) }
+
+    /// The frame period for an exposure: long enough for it, never faster than every-frame.
+    public func framePeriod(for exposure: Duration) -> Duration { max(everyFramePeriod, exposure + margin) }
+
+    /// The most frames a request's sensor controls can take to land: the later landing, plus
+    /// the frames the IPA may skip before it runs (ceil(interval / period) - 1).
+    public func latestLanding(framePeriod: Duration) -> Int {
+        let skip = framePeriod >= ipaMinInterval * 0.9 ? 0 : Int((ipaMinInterval * 0.9).nanosecondsValue / max(1, framePeriod.nanosecondsValue))
+        return landingOffsets.upperBound + skip
+    }
+}

@@ -1,0 +1,129 @@
+import Capture
+import CaptureScheduler
+import ShutterbugCore
+import SimulatedCamera
+import Testing
+
+@Suite("Brackets on the simulated Pi pipeline")
+struct BracketTests {
+    static let exposures: [(Duration, Gain)] = [(.microseconds(1000), Gain(1)), (.microseconds(4000), Gain(1)), (.microseconds(16000), Gain(1)), (.microseconds(16000), Gain(4)), (.microseconds(2000), Gain(2))]
+
+    @Test("a manual bracket lands on consecutive frames, each identified by its metadata",
+          arguments: [SensorProfile.imx219, .imx477, .imx708], [SimulationOptions.Landing.early, .late])
+    func consecutive(profile: SensorProfile, landing: SimulationOptions.Landing) async throws {
+        let (session, cam) = try await simulatedSession(profile, landing: landing)
+        defer { cam.release() }
+        let r = try await record(await session.capture(PhotoSettings(bracket: .manualExposure(Self.exposures.map { ($0.0, $0.1) }))))
+        expectOrder(r, steps: 5)
+        let timing = await session.timing
+        for p in r.photos {
+            #expect(p.step.planned.isCarried(by: p.metadata, lineTime: timing.lineTime), "step \(p.step.index): \(p.metadata)")
+        }
+        let seqs = r.photos.map(\.metadata.sequence).sorted()
+        #expect(seqs.last! - seqs.first! == 4, "\(profile.model) \(landing): frames \(seqs)")
+        #expect(r.resolved?.retries == 0)
+        #expect(await heldAfterRelease(session) == 0)
+        // Exposure started at the first step's first row, ended after the last readout.
+        #expect(r.started! < r.ended!)
+    }
+
+    @Test("random landing and drops: every photo carries its step, none twice, none skipped (seeded random brackets)",
+          arguments: 0..<24)
+    func randomised(seed: Int) async throws {
+        var rng = SplitMix64(seed: UInt64(seed) &* 7919 &+ 3)
+        let profile = [SensorProfile.imx219, .imx477, .imx708][seed % 3]
+        let drops = [0.0, 0.05, 0.15][(seed / 3) % 3]
+        let n = 1 + Int(rng.next() % 9)
+        let gains = profile.analogueGainRange
+        let steps: [(duration: Duration, gain: Gain)] = (0..<n).map { _ in
+            let e = Duration.microseconds(Int64(200 + rng.next() % 60_000))
+            let g = gains.lowerBound + Double(rng.next() % 1000) / 1000 * (min(gains.upperBound, 12) - gains.lowerBound)
+            return (e, Gain(g))
+        }
+        let (session, cam) = try await simulatedSession(profile, landing: .random, drops: drops, seed: UInt64(seed + 100))
+        defer { cam.release() }
+        let r = try await record(await session.capture(PhotoSettings(bracket: .manualExposure(steps))))
+        expectOrder(r, steps: n)
+        let timing = await session.timing
+        for p in r.photos {
+            #expect(p.step.planned.isCarried(by: p.metadata, lineTime: timing.lineTime), "seed \(seed) step \(p.step.index) planned \(p.step.planned), frame \(p.metadata)")
+        }
+        #expect(Set(r.photos.map(\.metadata.sequence)).count == n)
+        #expect(await heldAfterRelease(session) == 0)
+    }
+
+    @Test("an EV bracket meters first; steps differ by 2^ΔEV in metadata and in pixels")
+    func evBracket() async throws {
+        let (session, cam) = try await simulatedSession(.imx477, landing: .random)
+        defer { cam.release() }
+        let r = try await record(await session.capture(PhotoSettings(bracket: .exposureBias([-2, 0, 2]))), measure: true)
+        expectOrder(r, steps: 3)
+        let totals = r.photos.map { $0.metadata.exposureTime!.secondsValue * $0.metadata.totalGain!.value }
+        #expect(abs(totals[1] / totals[0] - 4) < 0.1)
+        #expect(abs(totals[2] / totals[1] - 4) < 0.1)
+        let means = r.photos.map { $0.mean! }
+        #expect(abs(means[1] / means[0] - 4) < 0.25, "pixel means \(means)")
+        #expect(r.resolved?.meteredExposure != nil)
+    }
+
+    @Test("a focus bracket steps the lens and each photo is the frame after it settled")
+    func focusBracket() async throws {
+        let (session, cam) = try await simulatedSession(.imx708, landing: .random)
+        defer { cam.release() }
+        let r = try await record(await session.capture(PhotoSettings(bracket: .lensPositions([Dioptres(0.5), Dioptres(1), Dioptres(2)]))))
+        expectOrder(r, steps: 3)
+        for p in r.photos { #expect(abs(p.metadata.lensPosition!.value - p.step.planned.lens!) < 0.01) }
+    }
+
+    @Test("settings beyond the sensor are adjusted and reported")
+    func adjusted() async throws {
+        let (session, cam) = try await simulatedSession(.imx219)
+        defer { cam.release() }
+        let r = try await record(await session.capture(PhotoSettings(bracket: .manualExposure([(.seconds(20), Gain(1)), (.milliseconds(5), Gain(40))]))))
+        let notes = r.resolved?.adjustments ?? []
+        #expect(notes.contains { $0.contains("exposure") && $0.contains("11.76 s") })
+        #expect(notes.contains { $0.contains("gain 40.00 adjusted to 10.67") })
+    }
+
+    @Test("a bracket larger than prepared is refused with the accepted range")
+    func tooLarge() async throws {
+        let (session, cam) = try await simulatedSession(.imx477, prepared: 3)
+        defer { cam.release() }
+        await #expect(throws: ShutterbugError.self) {
+            _ = try await record(await session.capture(PhotoSettings(bracket: .exposureBias([-2, -1, 0, 1, 2]))))
+        }
+        #expect(await session.maxBracketedCapturePhotoCount == 3)
+    }
+
+    @Test("cancelling mid-bracket returns every buffer and the next capture works")
+    func cancel() async throws {
+        let (session, cam) = try await simulatedSession(.imx477, landing: .late)
+        defer { cam.release() }
+        let stream = await session.capture(PhotoSettings(bracket: .manualExposure(Self.exposures.map { ($0.0, $0.1) })))
+        // The consumer cancels itself once the bracket is under way.
+        let task = Task {
+            for try await e in stream {
+                if case .exposureStarted = e { withUnsafeCurrentTask { $0?.cancel() } }
+            }
+        }
+        _ = await task.result
+        #expect(await heldAfterRelease(session) == 0)
+        let r = try await record(await session.capture(PhotoSettings(bracket: .manualExposure(Self.exposures.map { ($0.0, $0.1) }))))
+        expectOrder(r, steps: 5)
+    }
+
+    @Test("the next capture can begin while the previous one's photos are still held")
+    func responsive() async throws {
+        let (session, cam) = try await simulatedSession(.imx477, prepared: 3)
+        defer { cam.release() }
+        var held: [CapturedPhoto] = []
+        for try await e in await session.capture(PhotoSettings(bracket: .exposureBias([-1, 0, 1]))) {
+            if case .photo(let p) = e { held.append(p) }
+        }
+        #expect(held.count == 3)
+        #expect(await session.photosHeld == 3)
+        let r = try await record(await session.capture(PhotoSettings()))
+        #expect(r.photos.count == 1)
+        for p in held { p.release() }
+    }
+}

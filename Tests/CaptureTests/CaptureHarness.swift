@@ -1,0 +1,81 @@
+import Capture
+import CaptureScheduler
+import ShutterbugCore
+import SimulatedCamera
+import Testing
+
+/// A capture session on a simulated camera in virtual time.
+func simulatedSession(_ profile: SensorProfile, landing: SimulationOptions.Landing = .random, drops: Double = 0, seed: UInt64 = 1,
+                      stream: StreamRequest = StreamRequest(role: .still), prepared: Int = 9) async throws -> (CaptureSession, SimulatedCamera) {
+    var o = SimulationOptions()
+    o.clock = .virtual
+    o.landing = landing
+    o.dropProbability = drops
+    o.seed = seed
+    let cam = SimulatedCamera(profile: profile, options: o)
+    let interval = o.ipaMinInterval
+    let session = CaptureSession(backend: cam) { config in
+        let s = config.streams[0]
+        return CameraTiming(profile: profile, mode: profile.mode(forWidth: s.width, height: s.height), ipaMinInterval: interval)
+    }
+    try await session.start(stream: stream, preparedBracketCount: prepared)
+    return (session, cam)
+}
+
+/// Everything one capture produced, photos released as they arrive.
+struct CaptureRecord {
+    var events: [String] = []
+    var photos: [(step: ResolvedStep, metadata: FrameMetadata, mean: Double?)] = []
+    var resolved: ResolvedPhotoSettings?
+    var started: SensorTime?
+    var ended: SensorTime?
+}
+
+func record(_ stream: AsyncThrowingStream<CaptureEvent, any Error>, measure: Bool = false) async throws -> CaptureRecord {
+    var r = CaptureRecord()
+    for try await e in stream {
+        switch e {
+        case .settingsResolved: r.events.append("resolved")
+        case .exposureStarted(let t): r.events.append("started"); r.started = t
+        case .exposureEnded(let t): r.events.append("ended"); r.ended = t
+        case .photo(let p):
+            r.events.append("photo")
+            r.photos.append((p.step, p.metadata, measure ? meanLuma(p.buffers[0]) : nil))
+            p.release()
+        case .captureFinished(let s): r.events.append("finished"); r.resolved = s
+        }
+    }
+    return r
+}
+
+/// Mean of the Y plane of a YUV420 frame, sampled.
+func meanLuma(_ b: any FrameBuffer) -> Double {
+    b.withUnsafeBytes { bytes in
+        var sum = 0.0, n = 0.0
+        let stride = b.planes[0].stride
+        var y = 0
+        while y < b.height {
+            var x = 0
+            while x < b.width { sum += Double(bytes[y * stride + x]); n += 1; x += 7 }
+            y += 5
+        }
+        return sum / n
+    }
+}
+
+/// Checks the AVFoundation order: resolved, started, ended, N photos in step order, finished.
+func expectOrder(_ r: CaptureRecord, steps: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+    let expected = ["resolved", "started", "ended"] + Array(repeating: "photo", count: steps) + ["finished"]
+    #expect(r.events == expected, sourceLocation: sourceLocation)
+    #expect(r.photos.map(\.step.index) == Array(0..<steps), sourceLocation: sourceLocation)
+}
+
+/// Photos are handed back to the session asynchronously: waits (up to a second) until none is
+/// held, and returns how many still are.
+func heldAfterRelease(_ session: CaptureSession) async -> Int {
+    for _ in 0..<100 {
+        if await session.photosHeld == 0 { return 0 }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return await session.photosHeld
+}

@@ -1,0 +1,80 @@
+import Capture
+import CaptureScheduler
+import ShutterbugCore
+import SimulatedCamera
+import Testing
+
+@Suite("Locks report the first frame that carries them")
+struct LockTests {
+    @Test("custom exposure: the sync point is the first frame with the new metadata", arguments: [SimulationOptions.Landing.early, .late, .random])
+    func exposure(landing: SimulationOptions.Landing) async throws {
+        let (session, cam) = try await simulatedSession(.imx477, landing: landing, stream: StreamRequest(role: .viewfinder))
+        defer { cam.release() }
+        let result = try await session.configure { $0.customExposure = (.microseconds(3000), Gain(3)) }
+        let sync = try #require(result.exposure)
+        let offsets = SensorProfile.imx477.delays.landingOffsets
+        #expect(offsets.contains(sync.framesAfterRequest), "landed \(sync.framesAfterRequest) frames after")
+        // The next capture shows the locked exposure.
+        let r = try await record(await session.capture(PhotoSettings()))
+        #expect(abs(r.photos[0].metadata.exposureTime!.microsecondsValue - 3000) < 30)
+        #expect(r.photos[0].metadata.sequence > sync.sequence)
+    }
+
+    @Test("white balance applies to the request's own frame (an ISP control)")
+    func whiteBalance() async throws {
+        let (session, cam) = try await simulatedSession(.imx219, stream: StreamRequest(role: .viewfinder))
+        defer { cam.release() }
+        let result = try await session.configure { $0.lockedWhiteBalance = ColourGains(red: 2.2, blue: 1.3) }
+        #expect(result.whiteBalance?.framesAfterRequest == 0)
+    }
+
+    @Test("focus: settled one frame after the reported position reaches the target, plus settle time")
+    func focus() async throws {
+        var o = SimulationOptions()
+        o.clock = .virtual
+        o.subjectDistance = 0.25  // 4 dioptres
+        let cam = SimulatedCamera(profile: .imx708, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam) { c in
+            CameraTiming(profile: .imx708, mode: SensorProfile.imx708.mode(forWidth: c.streams[0].width, height: c.streams[0].height))
+        }
+        try await session.start(stream: StreamRequest(role: .viewfinder, width: 640, height: 480))
+        _ = try await session.configure { $0.lockedFocus = Dioptres(0) }
+        let result = try await session.configure { $0.lockedFocus = Dioptres(4) }
+        let sync = try #require(result.focus)
+        // 0 to 4 dioptres at 1.5 per run: 3 runs, then one more frame at least.
+        #expect(sync.framesAfterRequest >= 3)
+        let r = try await record(await session.capture(PhotoSettings()))
+        let p = r.photos[0]
+        #expect(p.metadata.lensPosition?.value == 4)
+    }
+
+    @Test("a lens on a fixed-focus module is refused clearly")
+    func noMotor() async throws {
+        let (session, cam) = try await simulatedSession(.imx477, stream: StreamRequest(role: .viewfinder))
+        defer { cam.release() }
+        await #expect {
+            _ = try await session.configure { $0.lockedFocus = Dioptres(1) }
+        } throws: { ($0 as? ShutterbugError)?.message.contains("no focus motor") == true }
+    }
+
+    @Test("capture after an instant takes the first frame exposed after it (real time)")
+    func afterInstant() async throws {
+        var o = SimulationOptions()
+        o.clock = .realTime
+        let cam = SimulatedCamera(profile: .imx219, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam) { c in
+            CameraTiming(profile: .imx219, mode: SensorProfile.imx219.mode(forWidth: c.streams[0].width, height: c.streams[0].height))
+        }
+        try await session.start(stream: StreamRequest(role: .viewfinder, width: 640, height: 480), preparedBracketCount: 1)
+        let t = MonotonicClock.now() + .milliseconds(150)
+        let photo = try await session.captureFrame(exposedAfter: t)
+        defer { photo.release() }
+        let start = try #require(photo.metadata.exposureStart)
+        #expect(start >= t)
+        // The next exposure starts within one frame period of any instant.
+        #expect(start - t <= photo.metadata.frameDuration!)
+        await session.stop()
+    }
+}
