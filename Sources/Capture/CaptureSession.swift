@@ -22,6 +22,11 @@ public actor CaptureSession {
     private var running = false
     private var failure: ShutterbugError?
     private var leased = Set<Int>()
+    /// Slots neither queued nor held: they replace held ones so `pipelineDepth` requests stay
+    /// in flight. Only that many are queued, so a new capture's first request waits behind
+    /// no more than the depth.
+    private var spare: [Int] = []
+    private var inFlight = 0
     private var recent = Ring<FrameMetadata>(capacity: 8)
     private var lastSequence: UInt32?
     /// Controls in force outside a capture, sent again to restore after one.
@@ -46,6 +51,9 @@ public actor CaptureSession {
         self.timingForConfiguration = timing
         self.timing = CameraTiming(landingOffsets: 3...5, lineTime: .microseconds(30), margin: .milliseconds(2), minFramePeriod: .milliseconds(33), ipaMinInterval: .zero, gainRange: 1...16, exposureRange: .microseconds(30)...(.seconds(1)), readoutTime: .milliseconds(30))
     }
+
+    /// The newest frame the session has seen.
+    public var latestFrame: FrameMetadata? { recent.last }
 
     /// Photos held by the consumer (not yet released).
     public var photosHeld: Int { leased.count }
@@ -73,7 +81,8 @@ public actor CaptureSession {
         if backend.controlLimits.supported.isDisjoint(with: [.aeEnable, .frameDurationLimits]) { baseline = CameraControls() }
         try backend.start(controls: baseline)
         running = true
-        for slot in 0..<slots { requeue(slot) }
+        spare = Array((0..<slots).reversed())
+        topUp()
         let completions = backend.completions
         pump = Task { [weak self] in
             do {
@@ -269,16 +278,16 @@ public actor CaptureSession {
             return stream
         }
         if let b = settings.bracket {
-            if b.count > prepared || b.count == 0 {
-                continuation.finish(throwing: ShutterbugError(.invalidArgument, "a bracket of \(b.count) exceeds the \(prepared) prepared (maxBracketedCapturePhotoCount); the accepted range is 1...\(prepared)"))
-                return stream
-            }
             if case .lensPositions = b, !backend.controlLimits.supported.contains(.lensPosition) {
                 continuation.finish(throwing: ShutterbugError(.unsupported, "\(backend.info.id) has no focus motor; a focus bracket needs a camera with one, such as sim:imx708"))
                 return stream
             }
             if case .lensPositions = b {} else if !backend.controlLimits.supported.isSuperset(of: [.exposureTime, .analogueGain]) {
                 continuation.finish(throwing: ShutterbugError(.unsupported, "\(backend.info.id) does not support ExposureTime and AnalogueGain, so it cannot bracket exposures"))
+                return stream
+            }
+            if b.count > prepared || b.count == 0 {
+                continuation.finish(throwing: ShutterbugError(.invalidArgument, "a bracket of \(b.count) exceeds the \(prepared) prepared (maxBracketedCapturePhotoCount: \(slots) buffers allocated, \(Self.pipelineDepth) kept for the pipeline); the accepted range is 1...\(prepared)"))
                 return stream
             }
         }
@@ -317,10 +326,19 @@ public actor CaptureSession {
         if let capture = captures.first {
             keep = judge(c, for: capture) || keep
         }
+        inFlight -= 1
         if keep {
             leased.insert(c.slot)
-        } else if running {
-            requeue(c.slot)
+        } else {
+            spare.append(c.slot)
+        }
+        topUp()
+    }
+
+    /// Keeps `pipelineDepth` requests queued, from the spare slots.
+    private func topUp() {
+        while running, inFlight < Self.pipelineDepth, let slot = spare.popLast() {
+            requeue(slot)
         }
     }
 
@@ -339,6 +357,7 @@ public actor CaptureSession {
         }
         do {
             try backend.queue(slot: slot, cookie: cookie, controls: controls)
+            inFlight += 1
         } catch let e as ShutterbugError {
             if running { fail(e) }
         } catch {}
@@ -347,7 +366,8 @@ public actor CaptureSession {
     /// Called when a photo is released: the slot goes back out.
     func returnSlot(_ slot: Int) {
         guard leased.remove(slot) != nil else { return }
-        if running { requeue(slot) }
+        spare.append(slot)
+        topUp()
     }
 
     func fail(_ error: ShutterbugError) {

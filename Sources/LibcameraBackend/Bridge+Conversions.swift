@@ -36,10 +36,12 @@ extension CompletedRequest {
         if has(SBC_META_COLOUR_GAINS) { m.colourGains = ColourGains(red: Double(c.colour_gains.0), blue: Double(c.colour_gains.1)) }
         if has(SBC_META_COLOUR_TEMPERATURE) { m.colourTemperature = Int(c.colour_temperature) }
         if has(SBC_META_LUX) { m.lux = Double(c.lux) }
-        // Without SensorTimestamp (vimc), the buffer's own timestamp is the frame's clock.
-        if m.sensorTimestamp == nil, c.buffer_timestamp_ns > 0 {
+        // Without SensorTimestamp (vimc), the buffer's own timestamp is the frame's clock. A
+        // cancelled request's buffer metadata is not filled in: ignore it.
+        if m.sensorTimestamp == nil, c.status == SBC_REQUEST_COMPLETE, c.buffer_timestamp_ns > 0, c.buffer_timestamp_ns < UInt64(Int64.max) {
             m.sensorTimestamp = SensorTime(nanoseconds: Int64(c.buffer_timestamp_ns))
         }
+        if c.status == SBC_REQUEST_CANCELLED { m.sequence = 0 }
         let status: CompletedRequest.Status
         switch c.status {
         case SBC_REQUEST_CANCELLED: status = .cancelled

@@ -17,6 +17,16 @@ out=$("$build/shutterbug" stream --frames 5 --exposure 1/250 --gain 2 --size 636
 echo "$out"
 step grep -q "does not support .*ExposureTime.*AnalogueGain" <<<"$out"
 step grep -q "^5 frames" <<<"$out"
+# Brackets and focus run the same capture path on libcamera; vimc has no exposure or lens
+# controls, and they must say so rather than fail obscurely.
+out=$("$build/shutterbug" bracket --ev -1,0,1 --role viewfinder 2>&1); rc=$?
+echo "$out"
+step test "$rc" -ne 0
+step grep -q "does not support ExposureTime and AnalogueGain" <<<"$out"
+out=$("$build/shutterbug" focus --lens 1 2>&1); rc=$?
+echo "$out"
+step test "$rc" -ne 0
+step grep -q "no focus motor" <<<"$out"
 out=$("$build/shutterbug" cameras 2>&1)
 echo "$out"
 step grep -q "platform/vimc" <<<"$out"

@@ -1,0 +1,200 @@
+import ArgumentParser
+import Capture
+import CaptureScheduler
+import LibcameraBackend
+import ShutterbugCore
+import SimulatedCamera
+
+struct Bracket: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Capture an exposure or focus bracket on consecutive sensor frames.",
+        discussion: """
+            Each step is identified by the metadata of the frame that carries it, never by \
+            request order. Prints one row per step (requested, planned, actual, frame, \
+            timestamp) and how many sensor frames the bracket spanned.
+            """)
+
+    @OptionGroup var camera: CameraOptions
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Exposure biases in stops from the metered exposure, e.g. -2,0,2.", valueName: "ev,..."))
+    var ev: String?
+
+    @Option(name: .long, help: ArgumentHelp("Manual exposures, e.g. 1/1000,1/250,1/60.", valueName: "t,..."))
+    var exposures: String?
+
+    @Option(name: .long, help: ArgumentHelp("Analogue gain for --exposures (1.0 = ISO 100).", valueName: "gain"))
+    var gain: Double = 1.0
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lens positions in dioptres for a focus bracket, e.g. 0.5,1,2.", valueName: "dpt,..."))
+    var focusSteps: String?
+
+    @Option(name: .long, help: ArgumentHelp("Lock focus at this lens position (dioptres) first.", valueName: "dpt"))
+    var lens: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Stream role: still (full resolution), video or viewfinder.", valueName: "role"))
+    var role: String = "still"
+
+    @Flag(name: .long, help: "One JSON object per step, then a summary object.")
+    var json = false
+
+    func validate() throws {
+        let given = [ev, exposures, focusSteps].compactMap { $0 }.count
+        guard given == 1 else { throw ValidationError("give exactly one of --ev, --exposures or --focus-steps") }
+        guard ["still", "video", "viewfinder"].contains(role) else { throw ValidationError("--role must be still, video or viewfinder, not '\(role)'") }
+        guard gain > 0 else { throw ValidationError("--gain must be positive, not \(gain)") }
+        _ = try bracketSettings()
+    }
+
+    func bracketSettings() throws -> BracketSettings {
+        func numbers(_ text: String, _ name: String) throws -> [Double] {
+            let values = text.split(separator: ",").map { Double($0.trimmingCharacters()) }
+            guard !values.isEmpty, values.allSatisfy({ $0 != nil }) else {
+                throw ValidationError("\(name) must be numbers separated by commas, e.g. -2,0,2, not '\(text)'")
+            }
+            guard (1...32).contains(values.count) else { throw ValidationError("\(name) takes 1 to 32 steps, not \(values.count)") }
+            return values.map { $0! }
+        }
+        if let ev {
+            let v = try numbers(ev, "--ev")
+            guard v.allSatisfy({ (-8...8).contains($0) }) else { throw ValidationError("--ev biases must be in -8...8 stops, not \(ev)") }
+            return .exposureBias(v)
+        }
+        if let exposures {
+            let items = exposures.split(separator: ",").map(String.init)
+            guard (1...32).contains(items.count) else { throw ValidationError("--exposures takes 1 to 32 steps, not \(items.count)") }
+            return .manualExposure(try items.map { (try ExposureParser.parse($0), Gain(gain)) })
+        }
+        let v = try numbers(focusSteps ?? "", "--focus-steps")
+        guard v.allSatisfy({ $0 >= 0 }) else { throw ValidationError("--focus-steps must be lens positions of 0 dioptres or more, not \(focusSteps!)") }
+        return .lensPositions(v.map { Dioptres($0) })
+    }
+
+    func run() async throws {
+        let settings = try bracketSettings()
+        let cam = try camera.open()
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam) { CameraTiming.estimate(for: cam, configuration: $0) }
+        let config = try await session.start(stream: StreamRequest(role: StreamRole(rawValue: role)!), preparedBracketCount: max(settings.count, 1))
+        var focusSync: SyncPoint?
+        if let lens {
+            let r = try await session.configure { $0.lockedFocus = Dioptres(lens) }
+            for a in r.adjustments { notice("adjusted: \(a)") }
+            focusSync = r.focus
+        }
+        if !json {
+            print("bracket on \(cam.info.id): \(config.streams[0]), \(settings.count) steps")
+            if let f = focusSync { print("focus locked at \(String(format2: lens!)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
+        }
+        let frameTimeout = Duration.seconds(10) + (settings.longestExposure ?? .zero) * (4 * settings.count)
+        let (photos, resolved, started, ended) = try await withStallWatchdog(timeout: frameTimeout, what: "bracket on \(cam.info.id)") { watch in
+            var photos: [CapturedPhoto] = []
+            var resolved: ResolvedPhotoSettings?
+            var started: SensorTime?, ended: SensorTime?
+            for try await event in await session.capture(PhotoSettings(bracket: settings)) {
+                watch.tick()
+                switch event {
+                case .settingsResolved(let r):
+                    for a in r.adjustments { notice("adjusted: \(a)") }
+                case .exposureStarted(let t): started = t
+                case .exposureEnded(let t): ended = t
+                case .photo(let p): photos.append(p)
+                case .captureFinished(let r): resolved = r
+                }
+            }
+            return (photos, resolved, started, ended)
+        }
+        await session.stop()
+        guard let resolved else { throw ShutterbugError(.system, "the bracket ended without a result") }
+        report(resolved, photos: photos, started: started, ended: ended, focus: focusSync, camera: cam.info.id)
+        for p in photos { p.release() }
+    }
+
+    private func report(_ r: ResolvedPhotoSettings, photos: [CapturedPhoto], started: SensorTime?, ended: SensorTime?, focus: SyncPoint?, camera: String) {
+        let seqs = photos.map(\.metadata.sequence)
+        let span = (seqs.max() ?? 0) - (seqs.min() ?? 0) + 1
+        if json {
+            for p in photos {
+                var o = JSONObject()
+                o.add("step", p.step.index + 1)
+                o.add("requested", p.step.requested)
+                o.add("plannedExposureUs", p.step.planned.exposure?.microsecondsValue)
+                o.add("plannedGain", p.step.planned.gain)
+                o.add("plannedLens", p.step.planned.lens)
+                o.add("sequence", Int(p.metadata.sequence))
+                o.add("sensorTimestampNs", p.metadata.sensorTimestamp?.nanoseconds)
+                o.add("exposureTimeUs", p.metadata.exposureTime?.microsecondsValue)
+                o.add("analogueGain", p.metadata.analogueGain?.value)
+                o.add("digitalGain", p.metadata.digitalGain?.value)
+                o.add("frameDurationUs", p.metadata.frameDuration?.microsecondsValue)
+                o.add("lensPosition", p.metadata.lensPosition?.value)
+                print(o.text)
+            }
+            var o = JSONObject()
+            o.add("summary", true)
+            o.add("camera", camera)
+            o.add("uniqueID", r.uniqueID)
+            o.add("steps", photos.count)
+            o.add("framesFirstToLast", Int(span))
+            o.add("retries", r.retries)
+            o.add("discarded", r.discarded.map { "\($0.sequence): \($0.reason)" })
+            o.add("adjustments", r.adjustments)
+            o.add("meteredExposureUs", r.meteredExposure?.microsecondsValue)
+            o.add("meteredGain", r.meteredGain)
+            o.add("exposureStartedNs", started?.nanoseconds)
+            o.add("exposureEndedNs", ended?.nanoseconds)
+            o.add("focusSyncFrame", focus.map { Int($0.sequence) })
+            print(o.text)
+            return
+        }
+        if let e = r.meteredExposure { print("metered: \(e.exposureDescription) at gain \(String(format2: r.meteredGain ?? 1))") }
+        print("step  requested          planned                  actual                        frame  timestamp")
+        for p in photos {
+            let actual = [p.metadata.exposureTime.map { "\(Int($0.microsecondsValue.rounded())) µs" }, p.metadata.analogueGain.map { "gain \(String(format2: $0.value))" }, p.metadata.lensPosition.map { "lens \(String(format2: $0.value))" }]
+                .compactMap { $0 }.joined(separator: " ")
+            print("\(pad(String(p.step.index + 1), 4))  \(pad(p.step.requested, 17))  \(pad(p.step.planned.description, 23))  \(pad(actual, 28))  \(pad(String(p.metadata.sequence), 5))  \(p.metadata.sensorTimestamp?.description ?? "-")")
+        }
+        var line = "\(photos.count) steps on \(span) sensor frames from first to last\(span == photos.count ? " (consecutive)" : "")"
+        line += ", \(r.retries) retries, \(r.discarded.count) frames discarded"
+        if let s = started, let e = ended { line += ", exposure \(s) to \(e)" }
+        print(line)
+        for d in r.discarded { print("  discarded frame \(d.sequence): \(d.reason)") }
+    }
+
+    private func pad(_ s: String, _ w: Int) -> String { s.count >= w ? s : s + String(repeating: " ", count: w - s.count) }
+}
+
+extension BracketSettings {
+    var longestExposure: Duration? {
+        if case .manualExposure(let s) = self { return s.map(\.duration).max() }
+        return nil
+    }
+}
+
+extension Substring {
+    func trimmingCharacters() -> Substring {
+        var s = self
+        while s.first == " " { s = s.dropFirst() }
+        while s.last == " " { s = s.dropLast() }
+        return s
+    }
+}
+
+extension CameraTiming {
+    /// The timing of a camera in a configuration: exact for the simulated camera and for a
+    /// known Raspberry Pi sensor; conservative for anything else (late landings allowed).
+    static func estimate(for cam: any CameraBackend, configuration: CameraConfiguration) -> CameraTiming {
+        let s = configuration.streams[0]
+        if let sim = cam as? SimulatedCamera {
+            var t = CameraTiming(profile: sim.profile, mode: sim.sensorMode, ipaMinInterval: sim.options.ipaMinInterval)
+            t.lensSettleTime = sim.options.lensSettleTime
+            return t
+        }
+        if let profile = SensorProfile.named(cam.info.model) {
+            return CameraTiming(profile: profile, mode: profile.mode(forWidth: s.width, height: s.height))
+        }
+        let limits = cam.controlLimits
+        return CameraTiming(landingOffsets: 3...6, lineTime: .microseconds(30), margin: .milliseconds(2), minFramePeriod: limits.frameDuration?.lowerBound ?? .milliseconds(33),
+                            ipaMinInterval: .nanoseconds(33_333_333), gainRange: limits.analogueGain ?? 1...16,
+                            exposureRange: limits.exposureTime ?? .microseconds(30)...(.seconds(1)), readoutTime: .milliseconds(35))
+    }
+}

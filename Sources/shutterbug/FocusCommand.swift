@@ -1,0 +1,49 @@
+import ArgumentParser
+import Capture
+import CaptureScheduler
+import ShutterbugCore
+
+struct Focus: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Lock focus at a lens position and print the first frame that carries it.",
+        discussion: """
+            The reported lens position is the commanded one and already shows on the frame that \
+            commanded the move; the lens is there one frame later plus its settle time. The \
+            sync frame printed is that frame.
+            """)
+
+    @OptionGroup var camera: CameraOptions
+
+    @Option(name: .long, help: ArgumentHelp("Lens position in dioptres (0 = infinity, 2 = 50 cm).", valueName: "dpt"))
+    var lens: Double
+
+    @Flag(name: .long, help: "Print one JSON object.")
+    var json = false
+
+    func validate() throws {
+        guard lens >= 0, lens <= 100 else { throw ValidationError("--lens must be in 0...100 dioptres, not \(lens)") }
+    }
+
+    func run() async throws {
+        let cam = try camera.open()
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam) { CameraTiming.estimate(for: cam, configuration: $0) }
+        try await session.start(stream: StreamRequest(role: .viewfinder), preparedBracketCount: 1)
+        let result = try await session.configure { $0.lockedFocus = Dioptres(lens) }
+        await session.stop()
+        for a in result.adjustments { notice("adjusted: \(a)") }
+        guard let sync = result.focus else { throw ShutterbugError(.system, "focus lock reported no sync point") }
+        if json {
+            var o = JSONObject()
+            o.add("camera", cam.info.id)
+            o.add("lens", lens)
+            o.add("syncFrame", Int(sync.sequence))
+            o.add("syncTimestampNs", sync.timestamp?.nanoseconds)
+            o.add("requestFrame", Int(sync.requestFrame))
+            o.add("framesAfterRequest", sync.framesAfterRequest)
+            print(o.text)
+        } else {
+            print("focus at \(String(format2: lens)) dpt on \(cam.info.id): first frame carrying it \(sync.sequence) (t=\(sync.timestamp?.description ?? "-")), \(sync.framesAfterRequest) frames after the request's own frame \(sync.requestFrame)")
+        }
+    }
+}
