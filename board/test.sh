@@ -30,7 +30,7 @@ run_tier() {
 }
 
 unit() {
-	swift build --build-tests && swift test --skip-build
+	swift build --build-tests && timeout 1200 swift test --skip-build
 }
 
 run_tier unit unit

@@ -37,6 +37,7 @@ public actor CaptureSession {
     var captures: [ActiveCapture] = []
     private var frameWaiters: [FrameWaiter] = []
     private var pump: Task<Void, Never>?
+    private var observers: [AsyncStream<FrameMetadata>.Continuation] = []
 
     var lastSequenceSeen: UInt32? { lastSequence }
     var recentMetadata: [FrameMetadata] {
@@ -50,6 +51,14 @@ public actor CaptureSession {
         self.backend = backend
         self.timingForConfiguration = timing
         self.timing = CameraTiming(landingOffsets: 3...5, lineTime: .microseconds(30), margin: .milliseconds(2), minFramePeriod: .milliseconds(33), ipaMinInterval: .zero, gainRange: 1...16, exposureRange: .microseconds(30)...(.seconds(1)), readoutTime: .milliseconds(30))
+    }
+
+    /// Every completed frame's metadata from now on, for monitoring. Keeps the newest
+    /// `buffering` frames if the reader falls behind; never slows capture.
+    public func frames(buffering: Int = 256) -> AsyncStream<FrameMetadata> {
+        let (stream, c) = AsyncStream<FrameMetadata>.makeStream(bufferingPolicy: .bufferingNewest(buffering))
+        observers.append(c)
+        return stream
     }
 
     /// The newest frame the session has seen.
@@ -114,10 +123,16 @@ public actor CaptureSession {
     /// Settings changed together in one request, like AVFoundation's
     /// `lockForConfiguration()`…`unlockForConfiguration()`.
     public struct Configuration: Sendable {
-        /// Fixed exposure and gain (ISO 100 = gain 1.0).
+        /// Fixed exposure and gain (ISO 100 = gain 1.0: `Gain(iso: 400)` is 4.0).
         public var customExposure: (duration: Duration, gain: Gain)?
+        /// Auto-exposure target bias in stops (AVFoundation's `exposureTargetBias`). The AGC
+        /// eases towards it over several frames, so it reports no sync point.
+        public var exposureTargetBias: Double?
         /// Focus locked at a lens position.
         public var lockedFocus: Dioptres?
+        /// Focus locked at AVFoundation's normalised lens position: 0 is the nearest the lens
+        /// focuses (the top of its dioptre range), 1 is infinity (0 dioptres), linear between.
+        public var lockedFocusNormalised: Double?
         /// White balance locked at colour gains.
         public var lockedWhiteBalance: ColourGains?
         /// Back to continuous auto exposure, white balance and focus.
@@ -170,6 +185,22 @@ public actor CaptureSession {
             baseline.analogueGain = Gain(target.gain!)
             baseline.frameDurationLimits = fd...fd
             kinds.append(.exposure(target))
+        }
+        if let bias = config.exposureTargetBias {
+            guard supported.contains(.exposureValue) else {
+                throw ShutterbugError(.unsupported, "\(backend.info.id) does not support an exposure bias (no ExposureValue control)")
+            }
+            guard (-8...8).contains(bias) else {
+                throw ShutterbugError(.invalidArgument, "exposure target bias must be in -8...8 stops, not \(bias)")
+            }
+            controls.exposureValue = bias
+            baseline.exposureValue = bias
+        }
+        if let n = config.lockedFocusNormalised, config.lockedFocus == nil {
+            guard (0...1).contains(n) else {
+                throw ShutterbugError(.invalidArgument, "a normalised lens position must be in 0...1, not \(n)")
+            }
+            config.lockedFocus = Dioptres(normalised: n, in: backend.controlLimits.lensPosition ?? 0...15)
         }
         if let l = config.lockedFocus {
             guard supported.contains(.lensPosition), let range = backend.controlLimits.lensPosition ?? (supported.contains(.lensPosition) ? 0...15 : nil) else {
@@ -318,6 +349,7 @@ public actor CaptureSession {
             recent.append(m)
             if recent.count > 6 { _ = recent.popFirst() }
             lastSequence = m.sequence
+            for o in observers { o.yield(m) }
             judgeLocks(c)
             keep = judgeFrameWaiters(c) || keep
         } else {

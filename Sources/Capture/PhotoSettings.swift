@@ -10,11 +10,22 @@ public struct PhotoSettings: Sendable, Hashable {
     public let uniqueID: Int64
     /// A bracket, or `nil` for a single photo with the settings in force.
     public let bracket: BracketSettings?
+    /// The files each photo should become (written by the image writers).
+    public let formats: Set<PhotoFormat>
 
-    public init(bracket: BracketSettings? = nil) {
+    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg]) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
+        self.formats = formats
     }
+}
+
+/// An output file format for a photo.
+public enum PhotoFormat: String, Sendable, Hashable, CaseIterable {
+    /// JPEG from the processed (YUV420) stream.
+    case jpeg
+    /// DNG from the raw (Bayer) stream.
+    case dng
 }
 
 /// The steps of a bracket: AE bias, manual exposures, or lens positions.

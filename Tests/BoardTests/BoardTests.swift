@@ -8,7 +8,7 @@ import Testing
 let onVirtualBoard = ProcessInfo.processInfo.environment["SHUTTERBUG_BOARD"] == "virtual"
 
 /// The kernel's display and GPIO interfaces, exercised against vkms and gpio-sim.
-@Suite("Virtual board kernel interfaces", .serialized, .enabled(if: onVirtualBoard, "needs the virtual board's vkms and gpio-sim drivers: run through board/virtual/run.sh"))
+@Suite("Virtual board kernel interfaces", .serialized, .enabled(if: onVirtualBoard, "needs the virtual board's vkms and gpio-sim drivers: run through board/virtual/run.sh"), .timeLimit(.minutes(3)))
 struct BoardTests {
     /// The gpio-sim chip board-init created, and the sysfs folder of its line 0.
     func simulatedChip() throws -> (chip: GPIOChip, line0: String) {

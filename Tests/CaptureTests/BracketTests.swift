@@ -4,7 +4,7 @@ import ShutterbugCore
 import SimulatedCamera
 import Testing
 
-@Suite("Brackets on the simulated Pi pipeline")
+@Suite("Brackets on the simulated Pi pipeline", .timeLimit(.minutes(3)))
 struct BracketTests {
     static let exposures: [(Duration, Gain)] = [(.microseconds(1000), Gain(1)), (.microseconds(4000), Gain(1)), (.microseconds(16000), Gain(1)), (.microseconds(16000), Gain(4)), (.microseconds(2000), Gain(2))]
 

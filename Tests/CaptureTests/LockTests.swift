@@ -4,16 +4,32 @@ import ShutterbugCore
 import SimulatedCamera
 import Testing
 
-@Suite("Locks report the first frame that carries them")
+@Suite("Locks report the first frame that carries them", .timeLimit(.minutes(3)))
 struct LockTests {
     @Test("custom exposure: the sync point is the first frame with the new metadata", arguments: [SimulationOptions.Landing.early, .late, .random])
     func exposure(landing: SimulationOptions.Landing) async throws {
         let (session, cam) = try await simulatedSession(.imx477, landing: landing, stream: StreamRequest(role: .viewfinder))
         defer { cam.release() }
+        let frames = await session.frames(buffering: 1_000_000)
         let result = try await session.configure { $0.customExposure = (.microseconds(3000), Gain(3)) }
         let sync = try #require(result.exposure)
         let offsets = SensorProfile.imx477.delays.landingOffsets
         #expect(offsets.contains(sync.framesAfterRequest), "landed \(sync.framesAfterRequest) frames after")
+        // The sync frame is the first from the request's own frame on that carries it.
+        let target = StepTarget(exposure: .microseconds(3000), gain: 3)
+        let line = await session.timing.lineTime
+        var checked = 0
+        for await m in frames {
+            guard m.sequence >= sync.requestFrame else { continue }
+            if m.sequence < sync.sequence {
+                #expect(!target.isCarried(by: m, lineTime: line), "frame \(m.sequence) already carries it")
+                checked += 1
+                continue
+            }
+            #expect(m.sequence == sync.sequence && target.isCarried(by: m, lineTime: line))
+            break
+        }
+        #expect(checked >= offsets.lowerBound - 1)
         // The next capture shows the locked exposure.
         let r = try await record(await session.capture(PhotoSettings()))
         #expect(abs(r.photos[0].metadata.exposureTime!.microsecondsValue - 3000) < 30)

@@ -7,7 +7,7 @@ import Testing
 /// The libcamera backend against the real libcamera. Without a camera (CI's unit tier) the
 /// manager still starts and lists nothing; the conformance suite needs a camera and runs on the
 /// virtual board (vimc) or a Pi.
-@Suite("libcamera backend")
+@Suite("libcamera backend", .timeLimit(.minutes(3)))
 struct LibcameraBackendTests {
     static let cameras: [CameraInfo] = (try? LibcameraManager.shared().cameras) ?? []
     static let hasCamera = !cameras.isEmpty

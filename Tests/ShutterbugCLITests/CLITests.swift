@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The `shutterbug` binary as a person runs it: output, JSON, and messages for bad input.
-@Suite("shutterbug CLI")
+@Suite("shutterbug CLI", .timeLimit(.minutes(3)))
 struct CLITests {
     struct Run {
         var status: Int32

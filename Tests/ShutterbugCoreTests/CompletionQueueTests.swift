@@ -1,7 +1,7 @@
 import ShutterbugCore
 import Testing
 
-@Suite("Completion queue and ring")
+@Suite("Completion queue and ring", .timeLimit(.minutes(3)))
 struct CompletionQueueTests {
     static func request(_ cookie: UInt64) -> CompletedRequest {
         CompletedRequest(slot: 0, cookie: cookie, status: .complete, metadata: FrameMetadata(sequence: UInt32(cookie)), buffers: [])

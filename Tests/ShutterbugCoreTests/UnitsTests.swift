@@ -1,7 +1,7 @@
 import ShutterbugCore
 import Testing
 
-@Suite("Units and parsing")
+@Suite("Units and parsing", .timeLimit(.minutes(3)))
 struct UnitsTests {
     @Test("exposures parse in the forms photographers write", arguments: [
         ("1/250", 4_000_000), ("1/8000", 125_000), ("4ms", 4_000_000), ("4000us", 4_000_000),
@@ -48,7 +48,7 @@ struct UnitsTests {
     }
 }
 
-@Suite("Sensor profiles")
+@Suite("Sensor profiles", .timeLimit(.minutes(3)))
 struct SensorProfileTests {
     @Test("gain codes round-trip and quantise within one code", arguments: SensorProfile.catalogue)
     func gainModel(profile: SensorProfile) {

@@ -4,7 +4,7 @@ import Testing
 
 /// CAMERA-FACTS §2: a request's sensor controls land max delay + 1 or + 2 frames after the
 /// frame paired with it, never on that frame itself.
-@Suite("Control landing on the simulated Pi pipeline")
+@Suite("Control landing on the simulated Pi pipeline", .timeLimit(.minutes(3)))
 struct ControlLandingTests {
     // Gains 2 and 4: every profile's range covers them (IMX708 starts at 1.12).
     static let low = CameraControls.manualExposure(.milliseconds(5), gain: Gain(2))

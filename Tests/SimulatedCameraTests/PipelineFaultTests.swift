@@ -3,7 +3,7 @@ import SimulatedCamera
 import Testing
 
 /// Drops, errors, stalls and a vanishing camera: the pipeline's bad days.
-@Suite("Simulated pipeline faults")
+@Suite("Simulated pipeline faults", .timeLimit(.minutes(3)))
 struct PipelineFaultTests {
     @Test("dropped frames leave sequence gaps and every request still comes back once")
     func drops() async throws {

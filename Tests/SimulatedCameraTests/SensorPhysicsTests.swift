@@ -4,7 +4,7 @@ import Testing
 
 /// What frames report and contain: timing, quantisation, pixels that obey exposure × gain, and
 /// focus that shows in the pixels.
-@Suite("Simulated sensor physics")
+@Suite("Simulated sensor physics", .timeLimit(.minutes(3)))
 struct SensorPhysicsTests {
     @Test("timestamps advance by each frame's duration, also when frames lengthen", arguments: SensorProfile.catalogue)
     func timestampsFollowFrameDuration(profile: SensorProfile) async throws {

@@ -4,7 +4,7 @@ import SimulatedCamera
 import Testing
 
 /// The simulated camera passes the same conformance suite as libcamera, in virtual and real time.
-@Suite("Simulated camera conformance")
+@Suite("Simulated camera conformance", .timeLimit(.minutes(3)))
 struct SimulatedConformanceTests {
     static func suite(_ clock: SimulationOptions.Clock, profile: SensorProfile = .imx477) -> CameraConformance {
         CameraConformance(
