@@ -4,13 +4,15 @@ import Synchronization
 /// push completed requests; one consumer awaits them as an `AsyncSequence`.
 ///
 /// Pushing never blocks and, in steady state, never allocates. Waiting uses a continuation, not
-/// polling.
+/// polling: an unsafe one, because a checked continuation allocates a canary object per wait,
+/// which was the one allocation left per frame. Each waiter is resumed exactly once: by a push,
+/// by `finish`, by its deadline or by cancellation, whichever takes it out of `state` first.
 public final class CompletionQueue: AsyncSequence, Sendable {
     public typealias Element = CompletedRequest
 
     private struct Waiter {
         var token: UInt64
-        var continuation: CheckedContinuation<CompletedRequest?, any Error>
+        var continuation: UnsafeContinuation<CompletedRequest?, any Error>
     }
 
     private struct State {
@@ -105,7 +107,7 @@ public final class CompletionQueue: AsyncSequence, Sendable {
             return s.nextToken
         }
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<CompletedRequest?, any Error>) in
+            try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<CompletedRequest?, any Error>) in
                 enum Outcome { case wait, item(CompletedRequest), end, fail(any Error) }
                 let outcome: Outcome = state.withLock { s in
                     if let item = s.items.popFirst() { return .item(item) }
