@@ -152,7 +152,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     @discardableResult
     public func start(controls: CameraControls) throws -> ControlSet {
         let unsupported = controls.set.subtracting(controlLimits.supported)
-        let (pipeline, generation) = try lock.withLock { () throws -> (SimulatedPipeline, UInt64) in
+        let pipeline = try lock.withLock { () throws -> SimulatedPipeline in
             try checkUsable()
             guard !running else { throw ShutterbugError(.invalidState, "\(info.id) is already running") }
             guard !slotBuffers.isEmpty else { throw ShutterbugError(.invalidState, "allocate buffers before starting \(info.id)") }
@@ -161,10 +161,8 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             startCount += 1
             var options = self.options
             options.seed = options.seed &+ (startCount - 1) &* 0x9E37_79B9_7F4A_7C15
-            let p = SimulatedPipeline(profile: profile, mode: mode, options: options, start: MonotonicClock.now(), controls: strip(controls, unsupported))
-            return (p, startCount)
+            return SimulatedPipeline(profile: profile, mode: mode, options: options, start: MonotonicClock.now(), controls: strip(controls, unsupported))
         }
-        _ = generation
         thread = OSThread { [self] in sensorLoop(pipeline) }
         return unsupported
     }
@@ -173,7 +171,6 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     public func queue(slot: Int, cookie: UInt64, controls: CameraControls) throws -> ControlSet {
         let unsupported = controls.set.subtracting(controlLimits.supported)
         try lock.withLock {
-            if lost { throw ShutterbugError(.cameraLost, "\(info.id) went away") }
             try checkUsable()
             guard running, !stopping else { throw ShutterbugError(.invalidState, "\(info.id) is not running; start it before queueing requests") }
             guard slot >= 0, slot < slotQueued.count else {
@@ -310,6 +307,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
 
     private func checkUsable() throws {
         if released { throw ShutterbugError(.invalidState, "\(info.id) has been released") }
+        if lost { throw ShutterbugError(.cameraLost, "\(info.id) went away") }
     }
 
     private func strip(_ c: CameraControls, _ unsupported: ControlSet) -> CameraControls {
