@@ -49,14 +49,24 @@ struct FramePrinter: Sendable {
             o.add("changed", changed)
             print(o.text)
         } else {
-            var line = "#\(pad(String(m.sequence), 5))  t=\(m.sensorTimestamp?.description ?? "-")"
-            line += "  exp \(pad(m.exposureTime.map { "\(Int($0.microsecondsValue.rounded())) µs" } ?? "-", 10))"
-            line += "  gain \(m.analogueGain.map { String(format2: $0.value) } ?? "-")×\(m.digitalGain.map { String(format2: $0.value) } ?? "-")"
-            line += "  fd \(pad(m.frameDuration?.millisecondsDescription ?? "-", 10))"
-            if let l = m.lensPosition { line += "  lens \(String(format2: l.value)) dpt" }
+            var line = ""
+            line.reserveCapacity(160)
+            line += "#"
+            pad(String(m.sequence), 5, into: &line)
+            line += "  t="
+            line += m.sensorTimestamp?.description ?? "-"
+            line += "  exp "
+            pad(m.exposureTime.map { "\(Int($0.microsecondsValue.rounded())) µs" } ?? "-", 10, into: &line)
+            line += "  gain "
+            line += m.analogueGain.map { String(format2: $0.value) } ?? "-"
+            line += "×"
+            line += m.digitalGain.map { String(format2: $0.value) } ?? "-"
+            line += "  fd "
+            pad(m.frameDuration?.millisecondsDescription ?? "-", 10, into: &line)
+            if let l = m.lensPosition { line += "  lens "; line += String(format2: l.value); line += " dpt" }
             if c.status != .complete { line += "  [\(c.status)]" }
             if gap > 0 { line += "  (\(gap) dropped)" }
-            if !changed.isEmpty { line += "  changed: \(changed.joined(separator: ", "))" }
+            if !changed.isEmpty { line += "  changed: "; line += changed.joined(separator: ", ") }
             if c.cookie == cookie, pairedFrame == m.sequence { line += "  <- request #\(c.cookie) with the new settings" }
             if let s = syncFrame, s.sequence == m.sequence, !target.isEmpty { line += "  <- first frame carrying them" }
             print(line)
@@ -109,7 +119,10 @@ struct FramePrinter: Sendable {
         return out
     }
 
-    private func pad(_ s: String, _ width: Int) -> String {
-        s.count >= width ? s : String(repeating: " ", count: width - s.count) + s
+    /// Appends `s` right-aligned in `width` columns.
+    private func pad(_ s: String, _ width: Int, into line: inout String) {
+        let n = s.count
+        if n < width { for _ in n..<width { line += " " } }
+        line += s
     }
 }

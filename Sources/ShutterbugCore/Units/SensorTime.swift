@@ -23,9 +23,17 @@ public struct SensorTime: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// Seconds with nine decimals.
     public var description: String {
         let s = nanoseconds / 1_000_000_000
-        let ns = abs(nanoseconds % 1_000_000_000)
-        var frac = String(ns)
-        while frac.count < 9 { frac = "0" + frac }
+        var ns = abs(nanoseconds % 1_000_000_000)
+        // Nine digits, zero-padded, written right to left into a fixed buffer (no temporaries:
+        // this runs once per printed frame).
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (48, 48, 48, 48, 48, 48, 48, 48, 48)
+        withUnsafeMutableBytes(of: &digits) { b in
+            for i in stride(from: 8, through: 0, by: -1) {
+                b[i] = UInt8(48 + ns % 10)
+                ns /= 10
+            }
+        }
+        let frac = withUnsafeBytes(of: digits) { String(decoding: $0, as: UTF8.self) }
         return "\(s).\(frac)"
     }
 }
