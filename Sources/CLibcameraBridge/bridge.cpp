@@ -114,10 +114,6 @@ struct sbc_camera {
 	bool running = false;
 	int eventFd = -1;
 	std::atomic<bool> disconnected{ false };
-	/* The wake function and its context, read together on libcamera's thread. */
-	std::mutex wakeLock;
-	sbc_wake_fn wake = nullptr;
-	void *wakeContext = nullptr;
 
 	/*
 	 * Completion queue: a fixed ring sized to the slot count (a slot is in it at most once), so
@@ -130,7 +126,6 @@ struct sbc_camera {
 
 	void requestComplete(Request *request);
 	void cameraDisconnected();
-	void signal();
 	void freeBuffers();
 	uint32_t apply(const sbc_controls *in, ControlList &out) const;
 };
@@ -211,25 +206,18 @@ void sbc_camera::requestComplete(Request *request)
 			count++;
 		}
 	}
-	signal();
-}
-
-/* Wakes the consumer: the eventfd for pollers, the wake function for callers that set one. */
-void sbc_camera::signal()
-{
 	uint64_t one = 1;
 	ssize_t ret = write(eventFd, &one, sizeof(one));
 	(void)ret;
-	std::lock_guard<std::mutex> guard(wakeLock);
-	if (wake)
-		wake(wakeContext);
 }
 
 /* Runs on libcamera's thread when the camera goes away. */
 void sbc_camera::cameraDisconnected()
 {
 	disconnected = true;
-	signal();
+	uint64_t one = 1;
+	ssize_t ret = write(eventFd, &one, sizeof(one));
+	(void)ret;
 }
 
 void sbc_camera::freeBuffers()
@@ -715,13 +703,6 @@ int sbc_camera_stop(sbc_camera *camera)
 		camera->running = false;
 		return ret;
 	});
-}
-
-void sbc_camera_set_wake(sbc_camera *camera, sbc_wake_fn fn, void *context)
-{
-	std::lock_guard<std::mutex> guard(camera->wakeLock);
-	camera->wake = fn;
-	camera->wakeContext = context;
 }
 
 int sbc_camera_event_fd(sbc_camera *camera)

@@ -2,17 +2,19 @@ import CLibcameraBridge
 import ShutterbugCore
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A libcamera camera through the C bridge: the real stack on a Pi, vimc on the virtual board.
 ///
 /// Completions: libcamera's thread copies each finished request into the bridge's queue and
-/// calls the bridge's wake function, which here moves it into `completions` and so resumes the
-/// waiting consumer: one thread hop, as libcamera's own `cam` has. (A drain thread polling the
-/// eventfd cost a second hop and measurably more CPU per frame.)
+/// signals an eventfd; a drain thread here waits on it (poll, no sleeping) and hands the
+/// completions to `completions`.
 public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     // `@unchecked Sendable`: `handle` calls other than next_completion are serialised by
-    // `control`; the drain path is serialised by `drainLock`; the buffers the drain hands out are
-    // under `boxes`, apart from `control`, because `stop` holds `control` while libcamera
-    // completes the cancelled requests and wakes the drain.
+    // `control`; the drain path is serialised by `drainLock`; buffers are immutable after
+    // `allocate`.
 
     public let info: CameraInfo
     public let completions = CompletionQueue()
@@ -21,11 +23,14 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     private let handle: OpaquePointer
     private let control = Mutex(ControlState())
     private let drainLock = Mutex(())
-    private let boxes = Mutex<[[any FrameBuffer]]>([])
+    /// A pipe whose write end wakes the drain thread to exit.
+    private let wakePipe: (read: Int32, write: Int32)
+    private var drainThread: OSThread?
 
     private struct ControlState {
         var streams: [StreamConfiguration] = []
         var buffers: [[LibcameraFrameBuffer]] = []  // [slot][stream]
+        var boxes: [[any FrameBuffer]] = []
         var running = false
         var released = false
     }
@@ -34,11 +39,11 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         self.manager = manager
         self.handle = handle
         self.info = info
-        // The bridge calls this on libcamera's thread; it only moves completions over, which
-        // resumes the consumer. Cleared in release() before the camera goes away.
-        sbc_camera_set_wake(handle, { context in
-            Unmanaged<LibcameraCamera>.fromOpaque(context!).takeUnretainedValue().wake()
-        }, Unmanaged.passUnretained(self).toOpaque())
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        wakePipe = (fds[0], fds[1])
+        let eventFD = sbc_camera_event_fd(handle)
+        drainThread = OSThread { [self] in drainLoop(eventFD: eventFD) }
     }
 
     deinit { release() }
@@ -84,7 +89,7 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
             }
             s.streams = settled
             s.buffers = []
-            boxes.withLock { $0 = [] }
+            s.boxes = []
             var notes = CameraConfiguration.adjustments(requested: requests, settled: settled)
             if status == SBC_CONFIG_ADJUSTED, notes.isEmpty { notes.append("libcamera adjusted the configuration") }
             return CameraConfiguration(streams: settled, adjustments: notes)
@@ -108,7 +113,7 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
                 buffers.append(row)
             }
             s.buffers = buffers
-            boxes.withLock { $0 = buffers.map { $0.map { $0 as any FrameBuffer } } }
+            s.boxes = buffers.map { $0.map { $0 as any FrameBuffer } }
             return Int(rc)
         }
     }
@@ -163,20 +168,34 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
             return !s.released
         }
         guard first else { return }
-        // After this returns no wake is running or will start, so self may go.
-        sbc_camera_set_wake(handle, nil, nil)
         try? stop()
+        var one: UInt8 = 1
+        _ = write(wakePipe.write, &one, 1)
+        drainThread?.join()
+        drainThread = nil
         sbc_camera_release(handle)
+        close(wakePipe.read)
+        close(wakePipe.write)
         completions.finish()
     }
 
     // MARK: Completions
 
-    /// On libcamera's thread: move what completed, and report a camera that went away.
-    private func wake() {
-        drain()
-        if sbc_camera_disconnected(handle) {
-            completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away"))
+    private func drainLoop(eventFD: Int32) {
+        var fds = [pollfd(fd: eventFD, events: Int16(POLLIN), revents: 0), pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0)]
+        while true {
+            let n = poll(&fds, 2, -1)
+            if n < 0 { if errno == EINTR { continue } else { return } }
+            if fds[1].revents != 0 { return }
+            if fds[0].revents != 0 {
+                var count: UInt64 = 0
+                _ = read(eventFD, &count, 8)
+                drain()
+                if sbc_camera_disconnected(handle) {
+                    completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away"))
+                    return
+                }
+            }
         }
     }
 
@@ -185,9 +204,8 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         drainLock.withLock { _ in
             var c = sbc_completion()
             while sbc_camera_next_completion(handle, &c) == 1 {
-                let slot = Int(c.slot)
-                let buffers = boxes.withLock { $0.indices.contains(slot) ? $0[slot] : [] }
-                completions.push(CompletedRequest(c, buffers: buffers))
+                let boxes = control.withLock { $0.boxes.indices.contains(Int(c.slot)) ? $0.boxes[Int(c.slot)] : [] }
+                completions.push(CompletedRequest(c, buffers: boxes))
             }
         }
     }

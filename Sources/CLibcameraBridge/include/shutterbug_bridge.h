@@ -9,10 +9,9 @@
  * Conventions:
  *  - opaque handles with create/destroy pairs; ownership is written next to each function;
  *  - functions return 0 or a negative errno; no C++ exception ever crosses this header;
- *  - completions are copied into a queue on libcamera's thread, which then wakes the consumer
- *    through an eventfd (sbc_camera_event_fd) and the optional wake function
- *    (sbc_camera_set_wake); the consumer drains with sbc_camera_next_completion. Nothing else
- *    runs on libcamera's thread.
+ *  - completions are copied into a queue on libcamera's thread and signalled through an eventfd
+ *    (sbc_camera_event_fd); the caller drains them with sbc_camera_next_completion on its own
+ *    thread. Nothing else runs on libcamera's thread.
  *
  * Threading: a camera handle is used from one thread at a time, except
  * sbc_camera_next_completion and sbc_camera_event_fd, which may run concurrently with the others.
@@ -186,15 +185,7 @@ int sbc_camera_queue(sbc_camera *camera, uint32_t slot, uint64_t cookie,
  * completion queue before this returns. */
 int sbc_camera_stop(sbc_camera *camera);
 
-/* A function called on libcamera's thread right after a completion is queued or the camera is
- * reported gone, to wake the consumer. It must only wake (resume a waiter, signal); it may call
- * sbc_camera_next_completion and sbc_camera_disconnected, nothing else of the bridge's. Set it
- * before sbc_camera_start; clear it (NULL) before sbc_camera_stop or release when the context
- * is going away: once stop has returned, no call is in progress. */
-typedef void (*sbc_wake_fn)(void *context);
-void sbc_camera_set_wake(sbc_camera *camera, sbc_wake_fn fn, void *context);
-
-/* An eventfd that becomes readable when completions are waiting, for consumers that poll; borrowed, owned by the camera.
+/* An eventfd that becomes readable when completions are waiting; borrowed, owned by the camera.
  * Reading it resets the count; sbc_camera_next_completion does not read it. */
 int sbc_camera_event_fd(sbc_camera *camera);
 
