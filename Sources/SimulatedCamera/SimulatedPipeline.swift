@@ -80,6 +80,8 @@ public struct SimulatedPipeline: Sendable {
     var writes = Ring<(frame: UInt64, settings: SensorSettings)>(capacity: 8)
     var lastLanding: UInt64?
     var lastRun: (frame: UInt64, late: Bool)?
+    /// The settings of the last write scheduled.
+    var lastWritten: SensorSettings?
     var lastIPARun: SensorTime?
     var previousReadout: SensorTime
     var pendingTiming: FrameTiming?
@@ -192,10 +194,12 @@ public struct SimulatedPipeline: Sendable {
 
     /// Schedules sensor writes from the IPA run on `frame`; returns the landing frame.
     ///
-    /// In random mode, lateness is a phase (whether the IPA finished before the next frame
-    /// started) that flips now and then. When it flips back from late to early on back-to-back
-    /// runs, the new write lands on the same frame as the late one and replaces it: that
-    /// request's sensor settings never appear on any frame. Only the metadata tells.
+    /// In random mode, lateness is a phase: whether the IPA's writes for a frame reach
+    /// DelayedControls before the next frame starts. It turns late at random and then stays
+    /// late, since every write queued after a late one is late too. It catches up (turns early)
+    /// at random as well, but only where catching up hides nothing: after a frame without a
+    /// run (a skip or a drop), or when the write repeats the one before it. Catching up merges
+    /// two queued writes onto one frame, which would otherwise lose the first of them.
     mutating func schedule(_ settings: SensorSettings, pairedWith frame: UInt64) -> UInt64 {
         let offsets = profile.delays.landingOffsets
         var late: Bool
@@ -204,15 +208,23 @@ public struct SimulatedPipeline: Sendable {
         case .late: late = true
         case .random:
             let previous = lastRun?.late ?? false
-            late = rng.unit() < 0.25 ? !previous : previous
+            late = previous
+            if rng.unit() < 0.25 {
+                let gap = lastRun.map { $0.frame + 1 < frame } ?? true
+                let repeats = writes.last?.settings == settings || lastWritten == settings
+                if !previous || gap || repeats { late = !previous }
+            }
         }
         let landing = frame + UInt64(late ? offsets.upperBound : offsets.lowerBound)
         lastRun = (frame, late)
         if let previous = lastLanding, landing <= previous, let last = writes.last, last.frame == previous {
+            // Caught up: this write merges with the previous one (which it repeats).
             writes.replaceLast(with: (previous, settings))
+            lastWritten = settings
             return previous
         }
         lastLanding = landing
+        lastWritten = settings
         if writes.count == writes.capacity { _ = writes.popFirst() }
         writes.append((landing, settings))
         return landing

@@ -9,7 +9,7 @@ struct BracketTests {
     static let exposures: [(Duration, Gain)] = [(.microseconds(1000), Gain(1)), (.microseconds(4000), Gain(1)), (.microseconds(16000), Gain(1)), (.microseconds(16000), Gain(4)), (.microseconds(2000), Gain(2))]
 
     @Test("a manual bracket lands on consecutive frames, each identified by its metadata",
-          arguments: [SensorProfile.imx219, .imx477, .imx708], [SimulationOptions.Landing.early, .late])
+          arguments: [SensorProfile.imx219, .imx477, .imx708], [SimulationOptions.Landing.early, .late, .random])
     func consecutive(profile: SensorProfile, landing: SimulationOptions.Landing) async throws {
         let (session, cam) = try await simulatedSession(profile, landing: landing)
         defer { cam.release() }
