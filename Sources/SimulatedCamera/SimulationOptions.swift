@@ -6,7 +6,8 @@ public struct SimulationOptions: Hashable, Sendable {
         case early
         /// Always max delay + 2 paired frames later.
         case late
-        /// Either, varying from frame to frame, as on a real Pi.
+        /// Either, varying as on a real Pi: the IPA turns late at random and stays late until a
+        /// frame where catching up loses nothing (see `SimulatedPipeline.schedule`).
         case random
     }
 

@@ -20,7 +20,13 @@ struct BracketTests {
             #expect(p.step.planned.isCarried(by: p.metadata, lineTime: timing.lineTime), "step \(p.step.index): \(p.metadata)")
         }
         let seqs = r.photos.map(\.metadata.sequence).sorted()
-        #expect(seqs.last! - seqs.first! == 4, "\(profile.model) \(landing): frames \(seqs)")
+        if landing == .random {
+            // The IPA may turn late once inside the bracket (it cannot catch up while every
+            // write differs), which repeats one step's frame: N or N + 1 frames, never a retry.
+            #expect([4, 5].contains(seqs.last! - seqs.first!), "\(profile.model) \(landing): frames \(seqs)")
+        } else {
+            #expect(seqs.last! - seqs.first! == 4, "\(profile.model) \(landing): frames \(seqs)")
+        }
         #expect(r.resolved?.retries == 0)
         #expect(await heldAfterRelease(session) == 0)
         // Exposure started at the first step's first row, ended after the last readout.
