@@ -5,7 +5,7 @@ import ShutterbugCore
 final class ActiveCapture {
     enum Phase {
         /// Waiting for auto-exposure to settle before an EV bracket is converted.
-        case metering(since: UInt32?)
+        case metering
         case bracketing
         /// A single photo: the first frame after this one.
         case single(after: UInt32?)
@@ -14,7 +14,7 @@ final class ActiveCapture {
 
     let settings: PhotoSettings
     let continuation: AsyncThrowingStream<CaptureEvent, any Error>.Continuation
-    var phase: Phase = .metering(since: nil)
+    var phase: Phase = .metering
     var scheduler: BracketScheduler?
     var resolved: ResolvedPhotoSettings
     /// Photos by step, held until every step is captured (AVFoundation delivers them after
@@ -45,7 +45,7 @@ extension CaptureSession {
             capture.resolved.steps = [ResolvedStep(index: 0, requested: "the settings in force", planned: StepTarget())]
             capture.continuation.yield(.settingsResolved(capture.resolved))
         case .exposureBias?:
-            capture.phase = .metering(since: nil)
+            capture.phase = .metering
         case .manualExposure(let steps)?:
             let planned = steps.enumerated().map { i, s -> (ResolvedStep, BracketScheduler.Step) in
                 let (target, notes) = adjust(exposure: s.duration, gain: s.gain.value, what: "step \(i + 1)")

@@ -65,9 +65,6 @@ public struct BracketScheduler: Sendable {
     private var delivered: [UInt32?]
     private var attempts: [Int]
     private var done = false
-    /// Frames seen since the first step could land, for "frames from first to last step".
-    public private(set) var firstStepSequence: UInt32?
-    public private(set) var lastStepSequence: UInt32?
 
     public init(steps: [Step], restore: CameraControls, timing: CameraTiming, maxAttempts: Int = 4) {
         precondition(!steps.isEmpty, "a bracket has at least one step")
@@ -83,8 +80,6 @@ public struct BracketScheduler: Sendable {
     }
 
     public var isFinished: Bool { done }
-    /// The frame delivered for each step, once it is.
-    public var deliveredSequences: [UInt32?] { delivered }
 
     /// The controls for the next request going out, with its cookie. `nil`: nothing planned,
     /// send a filler that repeats what is in force.
@@ -121,8 +116,6 @@ public struct BracketScheduler: Sendable {
         let open = steps.indices.filter { delivered[$0] == nil && (window[$0].map { seq >= $0.lowerBound } ?? false) }
         if let i = open.first(where: { carries(step: $0, m) }) {
             delivered[i] = m.sequence
-            firstStepSequence = min(firstStepSequence ?? m.sequence, m.sequence)
-            lastStepSequence = max(lastStepSequence ?? m.sequence, m.sequence)
             actions.append(.photo(step: i))
         } else if isInsideBracket(seq) {
             if let d = steps.indices.first(where: { delivered[$0] != nil && carries(step: $0, m) }) {

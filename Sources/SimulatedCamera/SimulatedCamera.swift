@@ -47,12 +47,15 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     /// The sensor mode chosen by the last `configure`.
     public var sensorMode: SensorMode { lock.withLock { mode } }
 
+    /// The controls this sensor's pipeline accepts: the lens ones only with a focus motor.
+    private var supportedControls: ControlSet {
+        profile.hasFocusMotor ? .all : ControlSet.all.subtracting([.afMode, .lensPosition])
+    }
+
     public var controlLimits: ControlLimits {
         let m = sensorMode
-        var supported: ControlSet = [.aeEnable, .exposureTime, .analogueGain, .exposureValue, .awbEnable, .colourGains, .frameDurationLimits]
-        if profile.hasFocusMotor { supported.formUnion([.afMode, .lensPosition]) }
         return ControlLimits(
-            supported: supported,
+            supported: supportedControls,
             exposureTime: profile.exposureRange(in: m),
             analogueGain: profile.analogueGainRange,
             frameDuration: m.minFramePeriod...(m.maxExposure + m.margin),
@@ -151,7 +154,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
 
     @discardableResult
     public func start(controls: CameraControls) throws -> ControlSet {
-        let unsupported = controls.set.subtracting(controlLimits.supported)
+        let unsupported = controls.set.subtracting(supportedControls)
         let pipeline = try lock.withLock { () throws -> SimulatedPipeline in
             try checkUsable()
             guard !running else { throw ShutterbugError(.invalidState, "\(info.id) is already running") }
@@ -169,7 +172,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
 
     @discardableResult
     public func queue(slot: Int, cookie: UInt64, controls: CameraControls) throws -> ControlSet {
-        let unsupported = controls.set.subtracting(controlLimits.supported)
+        let unsupported = controls.set.subtracting(supportedControls)
         try lock.withLock {
             try checkUsable()
             guard running, !stopping else { throw ShutterbugError(.invalidState, "\(info.id) is not running; start it before queueing requests") }

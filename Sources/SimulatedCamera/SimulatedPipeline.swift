@@ -57,10 +57,6 @@ public struct SimulatedPipeline: Sendable {
         public var request: Request
         public var metadata: FrameMetadata
         public var recipe: FrameRecipe
-        /// Whether the IPA ran its algorithms on this frame.
-        public var ipaRan: Bool
-        /// The sensor frame on which this request's sensor writes land, if the IPA ran.
-        public var landsOn: UInt64?
     }
 
     public enum Outcome: Sendable {
@@ -153,11 +149,10 @@ public struct SimulatedPipeline: Sendable {
         apply(request.controls)
         let colourGains = manualColourGains.flatMap { awbEnabled ? nil : $0 } ?? Self.sceneNeutralGains
 
-        var landsOn: UInt64?
         let ipaRuns = lastIPARun.map { timing.readout - $0 >= options.ipaMinInterval * 0.9 } ?? true
         if ipaRuns {
             lastIPARun = timing.readout
-            landsOn = schedule(agcSettings(filtered: true), pairedWith: timing.sequence)
+            _ = schedule(agcSettings(filtered: true), pairedWith: timing.sequence)
             stepLens(at: timing.completion)
         }
 
@@ -180,7 +175,7 @@ public struct SimulatedPipeline: Sendable {
             totalGain: total,
             defocus: profile.hasFocusMotor ? abs(physicalLens - subjectDioptres) : 0,
             colourGains: colourGains)
-        return .completed(Frame(request: request, metadata: metadata, recipe: recipe, ipaRan: ipaRuns, landsOn: landsOn))
+        return .completed(Frame(request: request, metadata: metadata, recipe: recipe))
     }
 
     /// Lets `duration` pass with the sensor running and no frame delivered (a stall).
