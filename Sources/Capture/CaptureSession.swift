@@ -291,10 +291,8 @@ public actor CaptureSession {
             notes.append("\(what): gain \(String(format2: g)) adjusted to \(String(format2: clamped)) (sensor range \(String(format2: gr.lowerBound)) to \(String(format2: gr.upperBound)))")
             g = clamped
         }
-        // Quantise to whole lines so the target is what the sensor will report.
-        let lines = (e.nanosecondsValue + timing.lineTime.nanosecondsValue / 2) / timing.lineTime.nanosecondsValue
-        e = timing.lineTime * Int(max(1, lines))
-        return (StepTarget(exposure: e, gain: g), notes)
+        // Whole lines, so the target is what the sensor will report.
+        return (StepTarget(exposure: timing.quantise(e), gain: g), notes)
     }
 
     // MARK: Capture

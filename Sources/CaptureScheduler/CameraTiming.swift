@@ -40,6 +40,12 @@ public struct CameraTiming: Sendable, Hashable {
                   exposureRange: profile.exposureRange(in: mode), readoutTime: mode.readoutTime)
     }
 
+    /// An exposure rounded to whole lines: what the sensor will apply and report.
+    public func quantise(_ exposure: Duration) -> Duration {
+        let line = lineTime.nanosecondsValue
+        return lineTime * Int(max(1, (exposure.nanosecondsValue + line / 2) / line))
+    }
+
     /// The shortest frame period at which the IPA runs on every frame, so settings can change
     /// on consecutive frames.
     public var everyFramePeriod: Duration { max(minFramePeriod, ipaMinInterval) }

@@ -263,7 +263,9 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                 continue
             }
 
-            let request: SimulatedPipeline.Request? = lock.withLock {
+            // One lock per frame: wait, then take the request (nil in real time when the queue
+            // ran dry: the frame is lost) or learn that the loop must end.
+            let next: (request: SimulatedPipeline.Request?, end: Bool) = lock.withLock {
                 if realTime {
                     while !stopping, !lost, MonotonicClock.now() < timing.completion {
                         lock.wait(until: timing.completion)
@@ -271,12 +273,13 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                 } else {
                     while !stopping, !lost, queued.isEmpty { lock.wait() }
                 }
-                if stopping || lost { return nil }
+                if stopping || lost { return (nil, true) }
                 // Only this thread takes requests off; it does so once the frame completes,
                 // so a dropped frame leaves the request for the next one.
-                return queued.first
+                return (queued.first, false)
             }
-            if lock.withLock({ stopping || lost }) { return }
+            if next.end { return }
+            let request = next.request
 
             switch pipeline.finishFrame(request: request) {
             case .dropped:

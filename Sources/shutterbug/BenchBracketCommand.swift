@@ -133,8 +133,7 @@ struct BenchBracket: AsyncParsableCommand {
         var step = 0, sent = false
         var seqs: [UInt32] = [], last: SensorTime?
         func target(_ i: Int) -> StepTarget {
-            let lines = (exposures[i].nanosecondsValue + timing.lineTime.nanosecondsValue / 2) / timing.lineTime.nanosecondsValue
-            return StepTarget(exposure: timing.lineTime * Int(lines), gain: profile.gainModel.quantise(gain))
+            StepTarget(exposure: timing.quantise(exposures[i]), gain: profile.gainModel.quantise(gain))
         }
         while step < n {
             let c = try await cam.completions.next()!
