@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "LibcameraBackend", targets: ["LibcameraBackend"]),
         .library(name: "LinuxGPIO", targets: ["LinuxGPIO"]),
         .library(name: "KMS", targets: ["KMS"]),
+        .library(name: "ImageOutput", targets: ["ImageOutput"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -34,6 +35,12 @@ let package = Package(
         .target(name: "CSystemShims"),
         .target(name: "CGPIO"),
         .systemLibrary(name: "CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
+        // DNG (libtiff), JPEG (libjpeg-turbo) and EXIF (libexif), behind one plain C header.
+        .target(
+            name: "CImageCodecs",
+            cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])],
+            linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("jpeg"), .linkedLibrary("exif")]
+        ),
 
         // Core: pure Swift
         .target(name: "ShutterbugCore"),
@@ -46,12 +53,13 @@ let package = Package(
         .target(name: "LibcameraBackend", dependencies: ["ShutterbugCore", "CLibcameraBridge"]),
         .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"]),
         .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM"]),
+        .target(name: "ImageOutput", dependencies: ["ShutterbugCore", "Capture", "CImageCodecs", "CSystemShims"]),
 
         // Executable
         .executableTarget(
             name: "shutterbug",
             dependencies: [
-                "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler",
+                "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -69,6 +77,7 @@ let package = Package(
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug"]),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore"]),
+        .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore"]),
         .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore"]),
         .testTarget(
             name: "LibcameraBackendTests",

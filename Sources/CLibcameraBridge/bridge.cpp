@@ -457,7 +457,7 @@ int sbc_camera_configure(sbc_camera *camera, sbc_stream_config *streams, size_t 
 			if (streams[i].width && streams[i].height)
 				cfg.size = Size(streams[i].width, streams[i].height);
 			if (streams[i].pixel_format)
-				cfg.pixelFormat = PixelFormat(streams[i].pixel_format);
+				cfg.pixelFormat = PixelFormat(streams[i].pixel_format, streams[i].pixel_modifier);
 			if (streams[i].buffer_count)
 				cfg.bufferCount = streams[i].buffer_count;
 		}
@@ -472,7 +472,8 @@ int sbc_camera_configure(sbc_camera *camera, sbc_stream_config *streams, size_t 
 			const StreamConfiguration &cfg = config->at(i);
 			if ((streams[i].width && cfg.size.width != streams[i].width) ||
 			    (streams[i].height && cfg.size.height != streams[i].height) ||
-			    (streams[i].pixel_format && cfg.pixelFormat.fourcc() != streams[i].pixel_format) ||
+			    (streams[i].pixel_format && (cfg.pixelFormat.fourcc() != streams[i].pixel_format ||
+							 cfg.pixelFormat.modifier() != streams[i].pixel_modifier)) ||
 			    (streams[i].buffer_count && cfg.bufferCount != streams[i].buffer_count))
 				adjusted = true;
 		}
@@ -488,6 +489,7 @@ int sbc_camera_configure(sbc_camera *camera, sbc_stream_config *streams, size_t 
 			streams[i].width = cfg.size.width;
 			streams[i].height = cfg.size.height;
 			streams[i].pixel_format = cfg.pixelFormat.fourcc();
+			streams[i].pixel_modifier = cfg.pixelFormat.modifier();
 			streams[i].buffer_count = cfg.bufferCount;
 			streams[i].stride = cfg.stride;
 			streams[i].frame_size = cfg.frameSize;

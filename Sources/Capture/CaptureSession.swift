@@ -76,12 +76,23 @@ public actor CaptureSession {
     /// - Throws: `.invalidArgument` for a bracket size outside 1...32.
     @discardableResult
     public func start(stream: StreamRequest, preparedBracketCount: Int = 9) throws -> CameraConfiguration {
+        try start(streams: [stream], preparedBracketCount: preparedBracketCount)
+    }
+
+    /// Configures several streams (a raw stream for DNG beside the processed one for JPEG),
+    /// each with buffers for the largest bracket plus the pipeline depth; a photo carries one
+    /// buffer per stream, in this order.
+    @discardableResult
+    public func start(streams: [StreamRequest], preparedBracketCount: Int = 9) throws -> CameraConfiguration {
         guard (1...32).contains(preparedBracketCount) else {
             throw ShutterbugError(.invalidArgument, "prepared bracket count must be in 1...32, not \(preparedBracketCount)")
         }
-        var s = stream
-        s.bufferCount = preparedBracketCount + Self.pipelineDepth
-        let config = try backend.configure([s])
+        let requests = streams.map { r -> StreamRequest in
+            var s = r
+            s.bufferCount = preparedBracketCount + Self.pipelineDepth
+            return s
+        }
+        let config = try backend.configure(requests)
         timing = timingForConfiguration(config)
         slots = try backend.allocate()
         prepared = max(1, slots - Self.pipelineDepth)

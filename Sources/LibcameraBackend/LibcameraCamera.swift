@@ -73,6 +73,7 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
                 c.width = UInt32(r.width ?? 0)
                 c.height = UInt32(r.height ?? 0)
                 c.pixel_format = r.pixelFormat?.fourcc ?? 0
+                c.pixel_modifier = r.pixelFormat?.modifier ?? 0
                 c.buffer_count = UInt32(r.bufferCount ?? 0)
                 return c
             }
@@ -85,7 +86,7 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
                 throw ShutterbugError.fromErrno(rc, while: "configuring \(info.id)")
             }
             let settled = zip(requests, cfgs).map { r, c in
-                StreamConfiguration(role: r.role, width: Int(c.width), height: Int(c.height), pixelFormat: PixelFormat(fourcc: c.pixel_format), stride: Int(c.stride), frameSize: Int(c.frame_size), bufferCount: Int(c.buffer_count))
+                StreamConfiguration(role: r.role, width: Int(c.width), height: Int(c.height), pixelFormat: PixelFormat(fourcc: c.pixel_format, modifier: c.pixel_modifier), stride: Int(c.stride), frameSize: Int(c.frame_size), bufferCount: Int(c.buffer_count))
             }
             s.streams = settled
             s.buffers = []

@@ -74,23 +74,26 @@ struct SceneRenderer: Sendable {
         }
     }
 
-    /// A Bayer mosaic at the sensor's bit depth in 16-bit containers, black level added. A
-    /// neutral scene under a 5000 K illuminant: red and blue sites see less than green by the
-    /// white-balance gains the ISP would apply.
+    /// A Bayer mosaic at the sensor's bit depth, black level added, in the layout's packing
+    /// (16-bit containers, or CSI-2 RAW10/RAW12). A neutral scene under a 5000 K illuminant:
+    /// red and blue sites see less than green by the white-balance gains the ISP would apply.
     private func renderRaw(_ recipe: SimulatedPipeline.FrameRecipe, base: UnsafeMutableRawPointer, layout: SimulatedBufferLayout, profile: SensorProfile, sample: (Double) -> Double) {
+        let bayer = layout.format.bayer ?? BayerFormat(cfa: profile.cfa, bits: 16, packing: .none)
         let black = Double(profile.blackLevel)
         let range = Double((1 << profile.bitDepth) - 1) - black
         let neutral = SimulatedPipeline.sceneNeutralGains
-        let pattern = Array(profile.cfa.rawValue)
+        let pattern = Array(bayer.cfa.rawValue)
         let modulation = Self.amplitude * Self.contrast(defocus: recipe.defocus)
+        var line = [UInt16](repeating: 0, count: layout.width)
         for row in 0..<layout.height {
-            let line = (base + row * layout.planes[0].stride).assumingMemoryBound(to: UInt16.self)
             for col in 0..<layout.width {
                 let colour = pattern[(row & 1) * 2 + (col & 1)]
                 let scale = colour == "R" ? 1 / neutral.red : colour == "B" ? 1 / neutral.blue : 1
                 let v = sample(value(x: col, y: row, signal: recipe.signal * scale, modulation: modulation))
                 line[col] = UInt16(black + v * range + 0.5)
             }
+            let out = (base + row * layout.planes[0].stride).assumingMemoryBound(to: UInt8.self)
+            line.withUnsafeBufferPointer { BayerPacker.pack($0, bits: bayer.bits, packing: bayer.packing, into: out) }
         }
     }
 }

@@ -83,7 +83,11 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                 let format: PixelFormat
                 if r.role == .raw {
                     (w, h) = (chosen.width, chosen.height)
-                    format = .sbggr16
+                    // The sensor's own order and depth; CSI-2 packed as the Pi 4's Unicam
+                    // delivers it unless the unpacked layout is asked for.
+                    let packed = PixelFormat.bayer(BayerFormat(cfa: profile.cfa, bits: profile.bitDepth, packing: .csi2))
+                    let unpacked = PixelFormat.bayer(BayerFormat(cfa: profile.cfa, bits: profile.bitDepth, packing: .none))
+                    format = r.pixelFormat == unpacked ? unpacked : packed
                 } else {
                     let supported: [PixelFormat] = [.yuv420, .xrgb8888, .rgb888, .bgr888]
                     format = r.pixelFormat.flatMap { supported.contains($0) ? $0 : nil } ?? defaultFormat(for: r.role)

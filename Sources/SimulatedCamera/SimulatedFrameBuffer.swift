@@ -28,7 +28,7 @@ struct SimulatedBufferLayout: Sendable {
             ]
             size = yLen + 2 * cLen
         default:
-            let stride = align(width * (format.bytesPerPixel ?? 2))
+            let stride = align(format.bayer?.rowBytes(width: width) ?? width * (format.bytesPerPixel ?? 2))
             planes = [PlaneLayout(offset: 0, length: stride * height, stride: stride)]
             size = stride * height
         }

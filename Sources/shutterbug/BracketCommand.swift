@@ -1,5 +1,6 @@
 import ArgumentParser
 import Capture
+import ImageOutput
 import CaptureScheduler
 import LibcameraBackend
 import ShutterbugCore
@@ -37,12 +38,45 @@ struct Bracket: AsyncParsableCommand {
     @Flag(name: .long, help: "One JSON object per step, then a summary object.")
     var json = false
 
+    @Option(name: .long, help: ArgumentHelp("Write the photos into this directory (created if needed), durably, with a JSON sidecar per capture.", valueName: "dir"))
+    var output: String?
+
+    @Option(name: .long, help: ArgumentHelp("File formats with --output: dng (raw), jpeg, or both.", valueName: "dng,jpeg"))
+    var format: String = "dng,jpeg"
+
+    @Option(name: .long, help: ArgumentHelp("JPEG quality, 1...100.", valueName: "q"))
+    var quality: Int = 92
+
+    @Option(name: .long, help: ArgumentHelp("MiB that must stay free on the output filesystem; a capture that would use them is refused.", valueName: "MiB"))
+    var reserve: Int = 64
+
+    @Option(name: .long, help: ArgumentHelp("File names under --output: tokens {date} {time} {capture} {id} {step} {steps} {camera}; '/' makes folders.", valueName: "template"))
+    var name: String = FileNameTemplate.default.pattern
+
     func validate() throws {
         let given = [ev, exposures, focusSteps].compactMap { $0 }.count
         guard given == 1 else { throw ValidationError("give exactly one of --ev, --exposures or --focus-steps") }
         guard ["still", "video", "viewfinder"].contains(role) else { throw ValidationError("--role must be still, video or viewfinder, not '\(role)'") }
         guard gain > 0 else { throw ValidationError("--gain must be positive, not \(gain)") }
         _ = try bracketSettings()
+        _ = try formats()
+        guard JPEGEncoder.qualityRange.contains(quality) else { throw ValidationError("--quality must be in 1...100, not \(quality)") }
+        guard (0...1_048_576).contains(reserve) else { throw ValidationError("--reserve must be in 0...1048576 MiB, not \(reserve)") }
+        do { _ = try FileNameTemplate(validating: name) } catch let e as ShutterbugError { throw ValidationError("--name: \(e.message)") }
+    }
+
+    func formats() throws -> Set<PhotoFormat> {
+        var set = Set<PhotoFormat>()
+        for item in format.split(separator: ",") {
+            let word = item.trimmingCharacters().lowercased()
+            switch word {
+            case "dng", "raw": set.insert(.dng)
+            case "jpeg", "jpg": set.insert(.jpeg)
+            default: throw ValidationError("--format takes dng, jpeg or dng,jpeg, not '\(format)'")
+            }
+        }
+        guard !set.isEmpty else { throw ValidationError("--format takes dng, jpeg or dng,jpeg, not '\(format)'") }
+        return set
     }
 
     func bracketSettings() throws -> BracketSettings {
@@ -74,7 +108,20 @@ struct Bracket: AsyncParsableCommand {
         let cam = try camera.open()
         defer { cam.release() }
         let session = CaptureSession(backend: cam) { CameraTiming.estimate(for: cam, configuration: $0) }
-        let config = try await session.start(stream: StreamRequest(role: StreamRole(rawValue: role)!), preparedBracketCount: max(settings.count, 1))
+        let formats = try self.formats()
+        var streams = [StreamRequest(role: StreamRole(rawValue: role)!)]
+        if output != nil && formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
+        let config = try await session.start(streams: streams, preparedBracketCount: max(settings.count, 1))
+        var writer: PhotoFileWriter?
+        if let output {
+            let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
+            let description = (cam as? SimulatedCamera).map { CameraDescription(profile: $0.profile) }
+                ?? SensorProfile.named(cam.info.model).map { CameraDescription(profile: $0) }
+                ?? CameraDescription(model: cam.info.model, blackLevel: 0, bitDepth: config.streams.compactMap { $0.pixelFormat.bayer?.bits }.first ?? 16)
+            writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: description,
+                                         template: try FileNameTemplate(validating: name), jpegQuality: quality)
+            try writer!.check(formats)
+        }
         var focusSync: SyncPoint?
         if let lens {
             let r = try await session.configure { $0.lockedFocus = Dioptres(lens) }
@@ -86,30 +133,65 @@ struct Bracket: AsyncParsableCommand {
             if let f = focusSync { print("focus locked at \(String(format2: lens!)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
         }
         let frameTimeout = Duration.seconds(10) + (settings.longestExposure ?? .zero) * (4 * settings.count)
-        let (photos, resolved, started, ended) = try await withStallWatchdog(timeout: frameTimeout, what: "bracket on \(cam.info.id)") { watch in
-            var photos: [CapturedPhoto] = []
-            var resolved: ResolvedPhotoSettings?
-            var started: SensorTime?, ended: SensorTime?
-            for try await event in await session.capture(PhotoSettings(bracket: settings)) {
-                watch.tick()
-                switch event {
-                case .settingsResolved(let r):
-                    for a in r.adjustments { notice("adjusted: \(a)") }
-                case .exposureStarted(let t): started = t
-                case .exposureEnded(let t): ended = t
-                case .photo(let p): photos.append(p)
-                case .captureFinished(let r): resolved = r
+        let photoSettings = PhotoSettings(bracket: settings, formats: formats)
+        let fileWriter = writer
+        let outcome = try await withStallWatchdog(timeout: frameTimeout, what: "bracket on \(cam.info.id)") { watch in
+            var o = Outcome()
+            if let fileWriter {
+                for try await event in fileWriter.capture(photoSettings, on: session) {
+                    watch.tick()
+                    switch event {
+                    case .settingsResolved(let r):
+                        for a in r.adjustments { notice("adjusted: \(a)") }
+                    case .backPressure(let waited): notice("waited \(waited) for the image writers to catch up")
+                    case .exposureStarted(let t): o.started = t
+                    case .exposureEnded(let t): o.ended = t
+                    case .photoCaptured(let step, let m): o.photos.append((step, m))
+                    case .captureFinished(let r):
+                        o.resolved = r
+                        // The camera is done; only the writers remain.
+                        await session.stop()
+                    case .fileWritten(let f): o.files.append(f)
+                    case .writeFailed(let step, let format, let error):
+                        o.failures.append(error)
+                        notice("step \(step.map(String.init) ?? "-") \(format): \(error)")
+                    case .filesFinished: break
+                    }
+                }
+            } else {
+                for try await event in await session.capture(photoSettings) {
+                    watch.tick()
+                    switch event {
+                    case .settingsResolved(let r):
+                        for a in r.adjustments { notice("adjusted: \(a)") }
+                    case .exposureStarted(let t): o.started = t
+                    case .exposureEnded(let t): o.ended = t
+                    case .photo(let p):
+                        o.photos.append((p.step, p.metadata))
+                        p.release()
+                    case .captureFinished(let r): o.resolved = r
+                    }
                 }
             }
-            return (photos, resolved, started, ended)
+            return o
         }
         await session.stop()
-        guard let resolved else { throw ShutterbugError(.system, "the bracket ended without a result") }
-        report(resolved, photos: photos, started: started, ended: ended, focus: focusSync, camera: cam.info.id)
-        for p in photos { p.release() }
+        guard let resolved = outcome.resolved else { throw ShutterbugError(.system, "the bracket ended without a result") }
+        report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files)
+        if let first = outcome.failures.first {
+            throw ShutterbugError(first.code, "\(outcome.failures.count) file(s) could not be written; \(outcome.files.count) written. First: \(first)")
+        }
     }
 
-    private func report(_ r: ResolvedPhotoSettings, photos: [CapturedPhoto], started: SensorTime?, ended: SensorTime?, focus: SyncPoint?, camera: String) {
+    private struct Outcome {
+        var photos: [(step: ResolvedStep, metadata: FrameMetadata)] = []
+        var resolved: ResolvedPhotoSettings?
+        var started: SensorTime?, ended: SensorTime?
+        var files: [WrittenFile] = []
+        var failures: [ShutterbugError] = []
+    }
+
+    private func report(_ r: ResolvedPhotoSettings, photos: [(step: ResolvedStep, metadata: FrameMetadata)], started: SensorTime?, ended: SensorTime?, focus: SyncPoint?, camera: String, files: [WrittenFile]) {
         let seqs = photos.map(\.metadata.sequence)
         let span = (seqs.max() ?? 0) - (seqs.min() ?? 0) + 1
         if json {
@@ -127,6 +209,7 @@ struct Bracket: AsyncParsableCommand {
                 o.add("digitalGain", p.metadata.digitalGain?.value)
                 o.add("frameDurationUs", p.metadata.frameDuration?.microsecondsValue)
                 o.add("lensPosition", p.metadata.lensPosition?.value)
+                if output != nil { o.add("files", files.filter { $0.step == p.step.index + 1 }.map(\.path).sorted()) }
                 print(o.text)
             }
             var o = JSONObject()
@@ -143,6 +226,7 @@ struct Bracket: AsyncParsableCommand {
             o.add("exposureStartedNs", started?.nanoseconds)
             o.add("exposureEndedNs", ended?.nanoseconds)
             o.add("focusSyncFrame", focus.map { Int($0.sequence) })
+            if output != nil { o.add("sidecar", files.first { $0.step == nil }?.path) }
             print(o.text)
             return
         }
@@ -158,6 +242,9 @@ struct Bracket: AsyncParsableCommand {
         if let s = started, let e = ended { line += ", exposure \(s) to \(e)" }
         print(line)
         for d in r.discarded { print("  discarded frame \(d.sequence): \(d.reason)") }
+        for f in files.sorted(by: { ($0.step ?? 99, $0.format) < ($1.step ?? 99, $1.format) }) {
+            print("wrote \(f.path) (\(f.bytes) bytes)")
+        }
     }
 
     private func pad(_ s: String, _ w: Int) -> String { s.count >= w ? s : s + String(repeating: " ", count: w - s.count) }

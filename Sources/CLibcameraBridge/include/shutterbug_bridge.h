@@ -85,6 +85,7 @@ typedef struct sbc_stream_config {
 	uint32_t width;
 	uint32_t height;
 	uint32_t pixel_format;   /* DRM fourcc; 0 for the role's default */
+	uint64_t pixel_modifier; /* DRM modifier (MIPI CSI-2 packing for _CSI2P raw formats) */
 	uint32_t buffer_count;
 	/* out: what libcamera settled on */
 	uint32_t stride;

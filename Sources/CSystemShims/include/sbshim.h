@@ -22,4 +22,15 @@ static inline size_t sbshim_heap_in_use(void)
 #endif
 }
 
+/* Renames `from` to `to` in directory `dirfd` unless `to` exists (then fails with EEXIST), so
+ * no file is ever replaced: renameat2(RENAME_NOREPLACE), else link + unlink where the
+ * filesystem lacks it, else a check then rename (vfat and exFAT have neither). 0 or -errno. */
+int sbshim_rename_noreplace(int dirfd, const char *from, const char *to);
+
+/* Free bytes for an unprivileged writer on the filesystem holding `fd`, or -errno. */
+long long sbshim_free_bytes(int fd);
+
+/* CLOCK_REALTIME minus CLOCK_MONOTONIC in nanoseconds, sampled between two monotonic reads. */
+long long sbshim_realtime_offset_ns(void);
+
 #endif /* SBSHIM_H */

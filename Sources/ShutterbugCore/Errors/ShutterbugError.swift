@@ -24,6 +24,8 @@ public struct ShutterbugError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let system = Code("system error")
         /// This camera or this build cannot do it.
         public static let unsupported = Code("unsupported")
+        /// The output filesystem is full, or below its reserve.
+        public static let noSpace = Code("no space")
     }
 
     public var code: Code
@@ -52,6 +54,7 @@ public struct ShutterbugError: Error, Hashable, Sendable, CustomStringConvertibl
         case 22, 34: code = .invalidArgument  // EINVAL, ERANGE
         case 13: code = .invalidState  // EACCES
         case 110: code = .timeout  // ETIMEDOUT
+        case 28, 122: code = .noSpace  // ENOSPC, EDQUOT
         default: code = .system
         }
         return ShutterbugError(code, "\(action) failed", errno: e)

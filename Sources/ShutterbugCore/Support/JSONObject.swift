@@ -1,34 +1,38 @@
 /// A JSON object written one key at a time, keys in insertion order, for `--json` output (one
-/// object per line).
-struct JSONObject {
+/// object per line) and the sidecar files.
+public struct JSONObject: Sendable {
+    public init() {}
     private var parts: [String] = []
 
-    mutating func add(_ key: String, _ value: String?) {
+    public mutating func add(_ key: String, _ value: String?) {
         parts.append("\(quote(key)):\(value.map(quote) ?? "null")")
     }
-    mutating func add(_ key: String, _ value: Int?) {
+    public mutating func add(_ key: String, _ value: Int?) {
         parts.append("\(quote(key)):\(value.map(String.init) ?? "null")")
     }
-    mutating func add(_ key: String, _ value: Int64?) {
+    public mutating func add(_ key: String, _ value: Int64?) {
         parts.append("\(quote(key)):\(value.map(String.init) ?? "null")")
     }
-    mutating func add(_ key: String, _ value: Double?) {
+    public mutating func add(_ key: String, _ value: Double?) {
         parts.append("\(quote(key)):\(value.map(number) ?? "null")")
     }
-    mutating func add(_ key: String, _ value: Bool) {
+    public mutating func add(_ key: String, _ value: Bool) {
         parts.append("\(quote(key)):\(value)")
     }
-    mutating func add(_ key: String, _ values: [String]) {
+    public mutating func add(_ key: String, _ values: [String]) {
         parts.append("\(quote(key)):[\(values.map(quote).joined(separator: ","))]")
     }
-    mutating func add(_ key: String, object: JSONObject) {
+    public mutating func add(_ key: String, numbers: [Double]) {
+        parts.append("\(quote(key)):[\(numbers.map(number).joined(separator: ","))]")
+    }
+    public mutating func add(_ key: String, object: JSONObject) {
         parts.append("\(quote(key)):\(object.text)")
     }
-    mutating func add(_ key: String, objects: [JSONObject]) {
+    public mutating func add(_ key: String, objects: [JSONObject]) {
         parts.append("\(quote(key)):[\(objects.map(\.text).joined(separator: ","))]")
     }
 
-    var text: String { "{" + parts.joined(separator: ",") + "}" }
+    public var text: String { "{" + parts.joined(separator: ",") + "}" }
 
     private func number(_ v: Double) -> String {
         guard v.isFinite else { return "null" }

@@ -1,0 +1,253 @@
+import CImageCodecs
+import ShutterbugCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A frame copied out of a camera buffer, so the buffer goes back to the camera at once and
+/// encoding happens later on a worker (AVFoundation's deferred processing).
+public struct FrameCopy: Sendable {
+    public var width: Int
+    public var height: Int
+    public var format: PixelFormat
+    public var planes: [PlaneLayout]
+    public var bytes: [UInt8]
+
+    /// Copies `buffer`'s bytes.
+    public init(_ buffer: any FrameBuffer) {
+        width = buffer.width
+        height = buffer.height
+        format = buffer.pixelFormat
+        planes = buffer.planes
+        let length = planes.map { $0.offset + $0.length }.max() ?? 0
+        bytes = buffer.withUnsafeBytes { Array($0.prefix(length)) }
+    }
+
+    public init(width: Int, height: Int, format: PixelFormat, planes: [PlaneLayout], bytes: [UInt8]) {
+        self.width = width
+        self.height = height
+        self.format = format
+        self.planes = planes
+        self.bytes = bytes
+    }
+}
+
+/// Encodes YUV420 frames to JPEG with EXIF and a 160-pixel thumbnail, straight from the planes.
+public enum JPEGEncoder {
+    /// JPEG quality: 1...100.
+    public static let qualityRange = 1...100
+    static let thumbnailWidth = 160
+
+    /// The JPEG bytes of `frame` (YUV420) with `facts` in its EXIF.
+    ///
+    /// - Throws: `.invalidArgument` for a non-YUV420 frame or a quality outside 1...100.
+    public static func encode(_ frame: FrameCopy, quality: Int, facts: PhotoFacts?) throws -> [UInt8] {
+        guard frame.format == .yuv420, frame.planes.count == 3 else {
+            throw ShutterbugError(.invalidArgument, "JPEG is written from the YUV420 stream, not \(frame.format)")
+        }
+        guard qualityRange.contains(quality) else {
+            throw ShutterbugError(.invalidArgument, "JPEG quality must be in 1...100, not \(quality)")
+        }
+        var exif: [UInt8] = []
+        if let facts {
+            let thumb = try thumbnail(frame)
+            exif = try facts.withCFacts { f in
+                try thumb.withUnsafeBufferPointer { t in
+                    try call("building the EXIF data") { out, len, err, errlen in
+                        sbi_exif_build(f, UInt32(frame.width), UInt32(frame.height), t.baseAddress, t.count, out, len, err, errlen)
+                    }
+                }
+            }
+        }
+        return try frame.bytes.withUnsafeBufferPointer { raw in
+            try encodePlanes(raw.baseAddress!, planes: frame.planes, width: frame.width, height: frame.height, quality: quality, app1: exif)
+        }
+    }
+
+    static func encodePlanes(_ base: UnsafePointer<UInt8>, planes: [PlaneLayout], width: Int, height: Int, quality: Int, app1: [UInt8]) throws -> [UInt8] {
+        var image = sbi_yuv420()
+        image.width = UInt32(width)
+        image.height = UInt32(height)
+        image.plane = (base + planes[0].offset, base + planes[1].offset, base + planes[2].offset)
+        image.stride = (UInt32(planes[0].stride), UInt32(planes[1].stride), UInt32(planes[2].stride))
+        return try app1.withUnsafeBufferPointer { a in
+            try call("encoding the JPEG") { out, len, err, errlen in
+                sbi_jpeg_encode(&image, Int32(quality), a.baseAddress, a.count, out, len, err, errlen)
+            }
+        }
+    }
+
+    /// A box-filtered 160-pixel-wide JPEG of the frame for EXIF's IFD 1.
+    static func thumbnail(_ frame: FrameCopy) throws -> [UInt8] {
+        let tw = min(thumbnailWidth, frame.width) & ~1
+        let th = max(2, Int((Double(frame.height) * Double(tw) / Double(frame.width)).rounded()) & ~1)
+        let ys = tw, cs = tw / 2
+        var small = [UInt8](repeating: 128, count: ys * th + 2 * cs * (th / 2))
+        frame.bytes.withUnsafeBufferPointer { src in
+            small.withUnsafeMutableBufferPointer { dst in
+                for p in 0..<3 {
+                    let pw = p == 0 ? tw : tw / 2, ph = p == 0 ? th : th / 2
+                    let sw = p == 0 ? frame.width : (frame.width + 1) / 2, sh = p == 0 ? frame.height : (frame.height + 1) / 2
+                    let plane = frame.planes[p]
+                    let out = p == 0 ? 0 : ys * th + (p - 1) * cs * (th / 2)
+                    for y in 0..<ph {
+                        let y0 = y * sh / ph, y1 = max(y0 + 1, (y + 1) * sh / ph)
+                        for x in 0..<pw {
+                            let x0 = x * sw / pw, x1 = max(x0 + 1, (x + 1) * sw / pw)
+                            // Sample a 4x4 grid inside the box: cheap and smooth enough for 160 px.
+                            var sum = 0, n = 0
+                            var yy = y0
+                            while yy < y1 {
+                                var xx = x0
+                                let row = plane.offset + yy * plane.stride
+                                while xx < x1 {
+                                    sum += Int(src[row + xx])
+                                    n += 1
+                                    xx += max(1, (x1 - x0) / 4)
+                                }
+                                yy += max(1, (y1 - y0) / 4)
+                            }
+                            dst[out + y * pw + x] = UInt8(sum / max(n, 1))
+                        }
+                    }
+                }
+            }
+        }
+        let planes = [PlaneLayout(offset: 0, length: ys * th, stride: ys),
+                      PlaneLayout(offset: ys * th, length: cs * (th / 2), stride: cs),
+                      PlaneLayout(offset: ys * th + cs * (th / 2), length: cs * (th / 2), stride: cs)]
+        return try small.withUnsafeBufferPointer { try encodePlanes($0.baseAddress!, planes: planes, width: tw, height: th, quality: 80, app1: []) }
+    }
+
+    /// Runs a codec call that returns malloc'ed bytes, copying them into an array.
+    static func call(_ what: String, _ body: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>, UnsafeMutablePointer<Int>, UnsafeMutablePointer<CChar>, Int) -> Int32) throws -> [UInt8] {
+        var out: UnsafeMutablePointer<UInt8>?
+        var len = 0
+        var err = [CChar](repeating: 0, count: 256)
+        let rc = err.withUnsafeMutableBufferPointer { body(&out, &len, $0.baseAddress!, $0.count) }
+        guard rc == 0, let out else {
+            throw ShutterbugError(rc == -EINVAL ? .invalidArgument : .system, "\(what): \(String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))", errno: rc < 0 ? -rc : nil)
+        }
+        defer { sbi_free(out) }
+        return Array(UnsafeBufferPointer(start: out, count: len))
+    }
+}
+
+/// Writes raw Bayer frames as DNG: unpacked from the camera's packing to 16-bit samples, with
+/// CFA pattern, black and white level, colour matrix, as-shot neutral and the facts.
+public enum DNGEncoder {
+    /// Writes `frame` (a Bayer format) as DNG into `fd`.
+    ///
+    /// - Parameter scratch: reused between calls to hold the unpacked samples.
+    public static func write(_ frame: FrameCopy, facts: PhotoFacts, colourGains: ColourGains?, to fd: Int32, scratch: inout [UInt16]) throws {
+        guard let bayer = frame.format.bayer else {
+            throw ShutterbugError(.invalidArgument, "DNG is written from a Bayer raw stream, not \(frame.format)")
+        }
+        let w = frame.width, h = frame.height
+        let rowBytes = bayer.rowBytes(width: w)
+        guard frame.planes[0].stride >= rowBytes, frame.bytes.count >= frame.planes[0].offset + frame.planes[0].stride * (h - 1) + rowBytes else {
+            throw ShutterbugError(.invalidArgument, "the raw buffer (\(frame.bytes.count) bytes, stride \(frame.planes[0].stride)) is too small for \(w)x\(h) \(frame.format)")
+        }
+        if scratch.count < w * h { scratch = [UInt16](repeating: 0, count: w * h) }
+        frame.bytes.withUnsafeBufferPointer { src in
+            scratch.withUnsafeMutableBufferPointer { dst in
+                for y in 0..<h {
+                    BayerPacker.unpack(src.baseAddress! + frame.planes[0].offset + y * frame.planes[0].stride, width: w, format: bayer, into: dst.baseAddress! + y * w)
+                }
+            }
+        }
+        let black = Float(facts.camera.blackLevel)
+        let white = UInt32((1 << facts.camera.bitDepth) - 1)
+        let gains = colourGains ?? ColourGains(red: 1, blue: 1)
+        let matrix = ColourMath.xyzToCamera(correction: facts.camera.colourCorrection, red: gains.red, blue: gains.blue)
+        let preview = ColourMath.preview(scratch, width: w, height: h, cfa: bayer.cfa, black: Double(black), white: Double(white), red: gains.red, blue: gains.blue)
+
+        var image = sbi_dng_image()
+        image.width = UInt32(w)
+        image.height = UInt32(h)
+        image.white_level = white
+        image.black_level = (black, black, black, black)
+        let cfa = Array(bayer.cfa.rawValue).map { $0 == "R" ? UInt8(0) : $0 == "G" ? 1 : 2 }
+        image.cfa = (cfa[0], cfa[1], cfa[2], cfa[3])
+        let m: [Float] = matrix.map { Float($0) }
+        withUnsafeMutableBytes(of: &image.colour_matrix) { dst in
+            m.withUnsafeBytes { dst.copyMemory(from: $0) }
+        }
+        image.as_shot_neutral = (Float(1 / gains.red), 1, Float(1 / gains.blue))
+        image.thumb_width = UInt32(preview.width)
+        image.thumb_height = UInt32(preview.height)
+        var err = [CChar](repeating: 0, count: 256)
+        let rc = scratch.withUnsafeBufferPointer { samples in
+            preview.rgb.withUnsafeBufferPointer { thumb in
+                image.samples = samples.baseAddress
+                image.thumb_rgb = thumb.baseAddress
+                return facts.withCFacts { f in err.withUnsafeMutableBufferPointer { sbi_dng_write(fd, &image, f, $0.baseAddress!, $0.count) } }
+            }
+        }
+        if rc != 0 {
+            throw ShutterbugError.fromErrno(rc, while: "writing the DNG (\(String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)))")
+        }
+    }
+}
+
+/// The colour arithmetic of a DNG.
+enum ColourMath {
+    /// sRGB-linear to XYZ (D65), Bruce Lindbloom's matrix.
+    static let rgbToXYZ: [Double] = [0.4124564, 0.3575761, 0.1804375, 0.2126729, 0.7151522, 0.0721750, 0.0193339, 0.1191920, 0.9503041]
+
+    static func multiply(_ a: [Double], _ b: [Double]) -> [Double] {
+        var r = [Double](repeating: 0, count: 9)
+        for row in 0..<3 {
+            for col in 0..<3 {
+                var sum = 0.0
+                for k in 0..<3 { sum += a[row * 3 + k] * b[k * 3 + col] }
+                r[row * 3 + col] = sum
+            }
+        }
+        return r
+    }
+
+    static func inverse(_ m: [Double]) -> [Double] {
+        let a = m[0], b = m[1], c = m[2], d = m[3], e = m[4], f = m[5], g = m[6], h = m[7], i = m[8]
+        let c0: Double = e * i - f * h
+        let c1: Double = f * g - d * i
+        let c2: Double = d * h - e * g
+        let det: Double = a * c0 + b * c1 + c * c2
+        let r: [Double] = [c0, c * h - b * i, b * f - c * e, c1, a * i - c * g, c * d - a * f, c2, b * g - a * h, a * e - b * d]
+        return r.map { $0 / det }
+    }
+
+    /// DNG ColorMatrix1: XYZ to camera = (RGB→XYZ × CCM × WB)⁻¹, as the ISP's pipeline implies.
+    static func xyzToCamera(correction: [Double], red: Double, blue: Double) -> [Double] {
+        let wb: [Double] = [red, 0, 0, 0, 1, 0, 0, 0, blue]
+        return inverse(multiply(multiply(rgbToXYZ, correction), wb))
+    }
+
+    /// An 8-bit RGB preview about 1/16 the size: one white-balanced 2x2 cell per block, with
+    /// a square-root tone curve.
+    static func preview(_ samples: [UInt16], width: Int, height: Int, cfa: CFAPattern, black: Double, white: Double, red: Double, blue: Double) -> (rgb: [UInt8], width: Int, height: Int) {
+        let pw = max(1, width / 16), ph = max(1, height / 16)
+        var rgb = [UInt8](repeating: 0, count: pw * ph * 3)
+        let order = Array(cfa.rawValue)
+        let range = max(white - black, 1)
+        for y in 0..<ph {
+            for x in 0..<pw {
+                let sx = min(x * 16, width - 2) & ~1, sy = min(y * 16, height - 2) & ~1
+                var r = 0.0, g = 0.0, b = 0.0
+                for k in 0..<4 {
+                    let v = (Double(samples[(sy + k / 2) * width + sx + k % 2]) - black) / range
+                    switch order[k] {
+                    case "R": r = v * red
+                    case "B": b = v * blue
+                    default: g += v / 2
+                    }
+                }
+                for (c, v) in [r, g, b].enumerated() {
+                    rgb[(y * pw + x) * 3 + c] = UInt8(min(max(v, 0), 1).squareRoot() * 255)
+                }
+            }
+        }
+        return (rgb, pw, ph)
+    }
+}

@@ -1,0 +1,219 @@
+import CSystemShims
+import Foundation
+import ShutterbugCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A directory that photos are written into durably: each file is written to a temporary name
+/// in its final directory, synced, renamed into place without replacing anything, and the
+/// directory synced, so after a crash or power loss a file under its final name is complete.
+/// A write that fails leaves nothing behind but the error.
+public final class OutputDirectory: Sendable {
+    public let path: String
+    /// Bytes that must stay free on the filesystem after a capture.
+    public let reserve: Int64
+    /// Temporary files start with this; `removeStaleTemporaries` deletes those a killed
+    /// process left.
+    public static let temporaryPrefix = ".shutterbug-"
+
+    /// Opens (creating) `path`.
+    ///
+    /// - Throws: `.system` when the directory cannot be created or is not writable.
+    public init(path: String, reserve: Int64 = 64 << 20) throws {
+        guard reserve >= 0 else { throw ShutterbugError(.invalidArgument, "the free-space reserve must be 0 bytes or more, not \(reserve)") }
+        self.path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        self.reserve = reserve
+        try Self.makeDirectories(self.path)
+        guard access(self.path, W_OK) == 0 else {
+            throw ShutterbugError(.system, "cannot write into the output directory \(self.path)", errno: errno)
+        }
+    }
+
+    /// Free bytes on the output filesystem for this user.
+    public func freeBytes() throws -> Int64 {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw ShutterbugError(.system, "cannot open \(path)", errno: errno) }
+        defer { close(fd) }
+        let n = sbshim_free_bytes(fd)
+        guard n >= 0 else { throw ShutterbugError(.system, "cannot read the free space of \(path)", errno: Int32(-n)) }
+        return n
+    }
+
+    /// Checks that `bytes` more fit while `reserve` stays free.
+    ///
+    /// - Throws: `.noSpace` naming the free space, the need and the reserve.
+    public func checkSpace(for bytes: Int64) throws {
+        let free = try freeBytes()
+        if free - bytes < reserve {
+            throw ShutterbugError(.noSpace, "not enough space in \(path): \(mib(free)) free, the capture needs about \(mib(bytes)) and the reserve is \(mib(reserve)) (set it with --reserve)")
+        }
+    }
+
+    /// Deletes temporary files a killed process left under `path` and its subdirectories
+    /// (one level deep: the date folders). Returns how many.
+    @discardableResult
+    public func removeStaleTemporaries() -> Int {
+        var removed = 0
+        func sweep(_ dir: String, depth: Int) {
+            guard let d = opendir(dir) else { return }
+            defer { closedir(d) }
+            while let e = readdir(d) {
+                let name = withUnsafeBytes(of: e.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+                if name == "." || name == ".." { continue }
+                let full = dir + "/" + name
+                if name.hasPrefix(Self.temporaryPrefix) && name.hasSuffix(".tmp") {
+                    if unlink(full) == 0 { removed += 1 }
+                } else if depth > 0, e.pointee.d_type == UInt8(DT_DIR) {
+                    sweep(full, depth: depth - 1)
+                }
+            }
+        }
+        sweep(path, depth: 1)
+        return removed
+    }
+
+    /// Writes a new file at `relative` (folders created as needed). `body` writes the contents
+    /// to the descriptor it is given. If the name is taken, `-2`, `-3`… is added before the
+    /// extension; nothing is ever replaced.
+    ///
+    /// - Returns: the final path and its size.
+    /// - Throws: whatever `body` throws, or `.noSpace`/`.system` from the writes; the
+    ///   temporary file is removed first.
+    public func write(_ relative: String, _ body: (Int32) throws -> Void) throws -> (path: String, bytes: Int64) {
+        let full = path + "/" + relative
+        let slash = full.lastIndex(of: "/")!
+        let dir = String(full[..<slash]), name = String(full[full.index(after: slash)...])
+        try Self.makeDirectories(dir)
+        let dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirfd >= 0 else { throw ShutterbugError(.system, "cannot open \(dir)", errno: errno) }
+        defer { close(dirfd) }
+
+        var temp = ""
+        var fd: Int32 = -1
+        for attempt in 0..<100 {
+            temp = "\(Self.temporaryPrefix)\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(attempt).tmp"
+            fd = openat(dirfd, temp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            if fd >= 0 || errno != EEXIST { break }
+        }
+        guard fd >= 0 else { throw Self.error(errno, "cannot create a file in \(dir)") }
+        var keep = false
+        defer {
+            if fd >= 0 { close(fd) }
+            if !keep { unlinkat(dirfd, temp, 0) }
+        }
+        try body(fd)
+        guard fsync(fd) == 0 else { throw Self.error(errno, "cannot sync \(full)") }
+        var st = stat()
+        fstat(fd, &st)
+        guard close(fd) == 0 else {
+            fd = -1
+            throw Self.error(errno, "cannot close \(full)")
+        }
+        fd = -1
+
+        let (stem, ext) = Self.split(name)
+        var final = name
+        var n = 1
+        while true {
+            let rc = sbshim_rename_noreplace(dirfd, temp, final)
+            if rc == 0 { break }
+            guard rc == -EEXIST, n < 10_000 else { throw Self.error(-rc, "cannot rename the finished file to \(dir)/\(final)") }
+            n += 1
+            final = "\(stem)-\(n)\(ext)"
+        }
+        keep = true
+        guard fsync(dirfd) == 0 else { throw Self.error(errno, "cannot sync the directory \(dir)") }
+        return (dir + "/" + final, Int64(st.st_size))
+    }
+
+    /// A writer for a whole buffer, retrying short writes and EINTR.
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw error(errno, "write failed")
+                }
+                done += n
+            }
+        }
+    }
+
+    static func error(_ e: Int32, _ what: String) -> ShutterbugError {
+        ShutterbugError(e == ENOSPC || e == EDQUOT ? .noSpace : .system, what, errno: e)
+    }
+
+    static func split(_ name: String) -> (String, String) {
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex { return (String(name[..<dot]), String(name[dot...])) }
+        return (name, "")
+    }
+
+    static func makeDirectories(_ dir: String) throws {
+        var built = dir.hasPrefix("/") ? "" : "."
+        for part in dir.split(separator: "/") {
+            built += "/" + part
+            if mkdir(built, 0o755) != 0 && errno != EEXIST {
+                throw ShutterbugError(.system, "cannot create the directory \(built)", errno: errno)
+            }
+        }
+        var st = stat()
+        guard stat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+            throw ShutterbugError(.invalidArgument, "\(dir) is not a directory")
+        }
+    }
+
+    private func mib(_ b: Int64) -> String {
+        let v = Double(b) / 1_048_576
+        return v < 10 ? "\((v * 10).rounded() / 10) MiB" : "\(Int(v.rounded())) MiB"
+    }
+}
+
+/// File names from a template. Tokens: `{date}` (YYYY-MM-DD of the exposure), `{time}`
+/// (HHMMSS), `{capture}` (the capture's number in this run, 4 digits), `{id}` (its unique ID),
+/// `{step}` (bracket step, from 1), `{steps}`, `{camera}` (sensor model). A `/` makes folders.
+/// The extension is added: `.dng`, `.jpg`, `.json`.
+public struct FileNameTemplate: Sendable, Hashable {
+    public var pattern: String
+    public static let `default` = FileNameTemplate("{date}/{time}_{capture}_{step}")
+    static let tokens = ["date", "time", "capture", "id", "step", "steps", "camera"]
+
+    /// - Throws: `.invalidArgument` for an unknown token, `..`, or an absolute pattern.
+    public init(validating pattern: String) throws {
+        var rest = Substring(pattern)
+        while let open = rest.firstIndex(of: "{") {
+            guard let close = rest[open...].firstIndex(of: "}") else {
+                throw ShutterbugError(.invalidArgument, "the name template '\(pattern)' has a '{' without '}'")
+            }
+            let token = String(rest[rest.index(after: open)..<close])
+            guard Self.tokens.contains(token) else {
+                throw ShutterbugError(.invalidArgument, "the name template '\(pattern)' has the unknown token {\(token)}; known: \(Self.tokens.map { "{\($0)}" }.joined(separator: ", "))")
+            }
+            rest = rest[rest.index(after: close)...]
+        }
+        guard !pattern.isEmpty, !pattern.hasPrefix("/"), !pattern.split(separator: "/").contains(".."), !pattern.hasSuffix("/") else {
+            throw ShutterbugError(.invalidArgument, "the name template '\(pattern)' must be a relative path without '..' ending in a file name")
+        }
+        guard pattern.contains("{step}") else {
+            throw ShutterbugError(.invalidArgument, "the name template '\(pattern)' needs {step} so a bracket's files differ")
+        }
+        self.pattern = pattern
+    }
+
+    init(_ pattern: String) { self.pattern = pattern }
+
+    /// The name for one file (without extension). `step` nil names the capture's sidecar.
+    public func render(time: LocalTime?, capture: Int, id: Int64, step: Int?, steps: Int, camera: String) -> String {
+        var out = pattern
+        let fields: [String: String] = [
+            "date": time?.date ?? "undated", "time": time?.compactTime ?? "000000",
+            "capture": String(capture).leftPadded(to: 4), "id": String(id),
+            "step": step.map { String($0) } ?? "capture", "steps": String(steps), "camera": camera,
+        ]
+        for (k, v) in fields { out = out.replacingOccurrences(of: "{\(k)}", with: v) }
+        return out
+    }
+}

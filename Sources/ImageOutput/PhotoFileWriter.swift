@@ -1,0 +1,266 @@
+import Capture
+import CaptureScheduler
+import ShutterbugCore
+import Synchronization
+
+/// A file a capture produced.
+public struct WrittenFile: Sendable, Hashable {
+    /// Bracket step from 1, or `nil` for the capture's sidecar.
+    public var step: Int?
+    /// "dng", "jpeg" or "json".
+    public var format: String
+    public var path: String
+    public var bytes: Int64
+}
+
+/// What the writer did with one capture.
+public struct OutputSummary: Sendable {
+    public var captureID: Int64
+    public var files: [WrittenFile]
+    public var failures: [(step: Int?, format: String, error: ShutterbugError)]
+}
+
+/// The phases of a capture written to disk: the capture's own phases, then each file as it
+/// lands. Files of different steps may land in any order; `filesFinished` comes last.
+public enum OutputEvent: Sendable {
+    case settingsResolved(ResolvedPhotoSettings)
+    /// The capture waited this long for the processing pool to have room (back-pressure).
+    case backPressure(waited: Duration)
+    case exposureStarted(SensorTime)
+    case exposureEnded(SensorTime)
+    /// A step's frame is captured and copied; its camera buffer is already back in use.
+    case photoCaptured(ResolvedStep, FrameMetadata)
+    case captureFinished(ResolvedPhotoSettings)
+    /// A file is on disk under its final name, synced.
+    case fileWritten(WrittenFile)
+    /// A file could not be written; nothing is left under its name. Other files are unaffected.
+    case writeFailed(step: Int?, format: String, error: ShutterbugError)
+    case filesFinished(OutputSummary)
+}
+
+/// Writes captures as DNG and JPEG files plus one JSON sidecar each, durably, encoding on a
+/// worker pool so the camera never waits for the disk. AVFoundation's photo output with its
+/// file-writing delegate folded in.
+public final class PhotoFileWriter: Sendable {
+    public let directory: OutputDirectory
+    public let pool: ProcessingPool
+    public let camera: CameraDescription
+    public let template: FileNameTemplate
+    public let jpegQuality: Int
+    /// The session's streams, in the order of a photo's buffers.
+    public let streams: [StreamConfiguration]
+    private let captureCounter = Atomic<Int>(0)
+    private let scratch: ScratchMemory
+
+    /// - Throws: `.invalidArgument` for a JPEG quality outside 1...100.
+    public init(directory: OutputDirectory, streams: [StreamConfiguration], camera: CameraDescription, pool: ProcessingPool = ProcessingPool(),
+                template: FileNameTemplate = .default, jpegQuality: Int = 92) throws {
+        guard JPEGEncoder.qualityRange.contains(jpegQuality) else {
+            throw ShutterbugError(.invalidArgument, "JPEG quality must be in 1...100, not \(jpegQuality)")
+        }
+        self.directory = directory
+        self.streams = streams
+        self.camera = camera
+        self.pool = pool
+        self.template = template
+        self.jpegQuality = jpegQuality
+        scratch = ScratchMemory(workers: pool.workers)
+        directory.removeStaleTemporaries()
+    }
+
+    var rawIndex: Int? { streams.firstIndex { $0.pixelFormat.bayer != nil } }
+    var yuvIndex: Int? { streams.firstIndex { $0.pixelFormat == .yuv420 } }
+
+    /// Which formats these streams can write, and why not the others.
+    public func check(_ formats: Set<PhotoFormat>) throws {
+        if formats.contains(.dng) && rawIndex == nil {
+            throw ShutterbugError(.invalidArgument, "DNG needs a raw stream; the session streams \(streams.map { "\($0.pixelFormat)" }.joined(separator: ", "))")
+        }
+        if formats.contains(.jpeg) && yuvIndex == nil {
+            throw ShutterbugError(.invalidArgument, "JPEG needs a YUV420 stream; the session streams \(streams.map { "\($0.pixelFormat)" }.joined(separator: ", "))")
+        }
+    }
+
+    /// Bytes of frame copies one photo holds in the pool, and its files' size on disk
+    /// (DNG: 16-bit samples; JPEG: at most half a byte per pixel at high quality).
+    func footprint(_ formats: Set<PhotoFormat>) -> (memory: Int, disk: Int64) {
+        var memory = 0
+        var disk: Int64 = 64 << 10
+        if formats.contains(.dng), let r = rawIndex {
+            memory += streams[r].frameSize
+            disk += Int64(streams[r].width * streams[r].height * 2)
+        }
+        if formats.contains(.jpeg), let y = yuvIndex {
+            memory += streams[y].frameSize
+            disk += Int64(streams[y].width * streams[y].height / 2)
+        }
+        return (memory, disk)
+    }
+
+    /// Captures `settings` on `session` and writes each photo in `settings.formats`, then the
+    /// sidecar. Checks the free space first (the stream fails with `.noSpace` before capturing
+    /// when the capture would eat into the reserve) and waits for room in the pool.
+    public func capture(_ settings: PhotoSettings, on session: CaptureSession) -> AsyncThrowingStream<OutputEvent, any Error> {
+        let (stream, out) = AsyncThrowingStream<OutputEvent, any Error>.makeStream()
+        let task = Task {
+            do {
+                try await self.run(settings, session: session, out: out)
+            } catch {
+                out.finish(throwing: error)
+            }
+        }
+        out.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    private func run(_ settings: PhotoSettings, session: CaptureSession, out: AsyncThrowingStream<OutputEvent, any Error>.Continuation) async throws {
+        try check(settings.formats)
+        let steps = max(settings.bracket?.count ?? 1, 1)
+        let (memory, disk) = footprint(settings.formats)
+        try directory.checkSpace(for: disk * Int64(steps) + (256 << 10))
+        let waited = await pool.reserve(memory * steps)
+        if waited > .zero { out.yield(.backPressure(waited: waited)) }
+        var unused = memory * steps
+        defer { if unused > 0 { pool.unreserve(unused) } }
+
+        let number = captureCounter.wrappingAdd(1, ordering: .relaxed).newValue
+        let record = CaptureRecord(steps: steps, clock: FrameClock.sample())
+        var name: ((Int?) -> String)?
+        var resolved: ResolvedPhotoSettings?
+        for try await event in await session.capture(settings) {
+            switch event {
+            case .settingsResolved(let r):
+                out.yield(.settingsResolved(r))
+            case .exposureStarted(let t):
+                record.set(exposureStarted: t)
+                out.yield(.exposureStarted(t))
+            case .exposureEnded(let t):
+                record.set(exposureEnded: t)
+                out.yield(.exposureEnded(t))
+            case .photo(let photo):
+                let stepNumber = photo.step.index + 1
+                let bias: Double? = if case .exposureBias(let b)? = settings.bracket, photo.step.index < b.count { b[photo.step.index] } else { nil }
+                let facts = PhotoFacts(photo: photo, captureID: settings.uniqueID, stepCount: steps, bias: bias, camera: camera, clock: record.clock)
+                if name == nil {
+                    let time = facts.exposureStart
+                    let (template, model, id) = (template, camera.model, settings.uniqueID)
+                    name = { step in template.render(time: time, capture: number, id: id, step: step, steps: steps, camera: model) }
+                }
+                let raw = settings.formats.contains(.dng) ? rawIndex.map { FrameCopy(photo.buffers[$0]) } : nil
+                let yuv = settings.formats.contains(.jpeg) ? yuvIndex.map { FrameCopy(photo.buffers[$0]) } : nil
+                let metadata = photo.metadata
+                let step = photo.step
+                photo.release()
+                record.add(step: step, metadata: metadata, facts: facts)
+                out.yield(.photoCaptured(step, metadata))
+                let base = name!(stepNumber)
+                unused -= memory
+                record.jobStarted()
+                pool.submit(bytes: memory) { [self] worker in
+                    if let raw {
+                        self.writeFile(base + ".dng", step: stepNumber, format: "dng", record: record, out: out) { fd in
+                            try self.scratch.with(worker) { try DNGEncoder.write(raw, facts: facts, colourGains: metadata.colourGains, to: fd, scratch: &$0) }
+                        }
+                    }
+                    if let yuv {
+                        self.writeFile(base + ".jpg", step: stepNumber, format: "jpeg", record: record, out: out) { fd in
+                            try OutputDirectory.writeAll(fd, try JPEGEncoder.encode(yuv, quality: self.jpegQuality, facts: facts))
+                        }
+                    }
+                    record.jobFinished()
+                }
+            case .captureFinished(let r):
+                resolved = r
+                out.yield(.captureFinished(r))
+            }
+        }
+        await record.allJobsFinished()
+        if let resolved, let name {
+            let sidecar = Sidecar(settings: settings, resolved: resolved, camera: camera, record: record)
+            writeFile(name(nil) + ".json", step: nil, format: "json", record: record, out: out) { fd in
+                try OutputDirectory.writeAll(fd, sidecar.json())
+            }
+        }
+        out.yield(.filesFinished(record.summary(captureID: settings.uniqueID)))
+        out.finish()
+    }
+
+    private func writeFile(_ relative: String, step: Int?, format: String, record: CaptureRecord, out: AsyncThrowingStream<OutputEvent, any Error>.Continuation, _ body: (Int32) throws -> Void) {
+        do {
+            let (path, bytes) = try directory.write(relative, body)
+            let file = WrittenFile(step: step, format: format, path: path, bytes: bytes)
+            record.written(file)
+            out.yield(.fileWritten(file))
+        } catch {
+            let e = error as? ShutterbugError ?? ShutterbugError(.system, "\(error)")
+            let named = ShutterbugError(e.code, "cannot write \(directory.path)/\(relative): \(e.message)", errno: e.errno)
+            record.failed(step: step, format: format, error: named)
+            out.yield(.writeFailed(step: step, format: format, error: named))
+        }
+    }
+}
+
+/// Per-worker memory for unpacked raw samples, reused from photo to photo.
+final class ScratchMemory: @unchecked Sendable {
+    private var buffers: [[UInt16]]
+    init(workers: Int) { buffers = Array(repeating: [], count: workers) }
+    /// Only worker `index`'s thread calls this with `index`, so no two threads share a buffer.
+    func with<R>(_ index: Int, _ body: (inout [UInt16]) throws -> R) rethrows -> R { try body(&buffers[index]) }
+}
+
+/// What one capture produced so far, shared by the capture loop and the workers.
+final class CaptureRecord: Sendable {
+    struct Step: Sendable {
+        var step: ResolvedStep
+        var metadata: FrameMetadata
+        var facts: PhotoFacts
+    }
+    struct State: Sendable {
+        var steps: [Step] = []
+        var files: [WrittenFile] = []
+        var failures: [(step: Int?, format: String, error: ShutterbugError)] = []
+        var exposureStarted: SensorTime?
+        var exposureEnded: SensorTime?
+        var pendingJobs = 0
+        var idle: [CheckedContinuation<Void, Never>] = []
+    }
+    let stepCount: Int
+    let clock: FrameClock
+    let state = Mutex(State())
+
+    init(steps: Int, clock: FrameClock) {
+        stepCount = steps
+        self.clock = clock
+    }
+
+    func set(exposureStarted t: SensorTime) { state.withLock { $0.exposureStarted = t } }
+    func set(exposureEnded t: SensorTime) { state.withLock { $0.exposureEnded = t } }
+    func add(step: ResolvedStep, metadata: FrameMetadata, facts: PhotoFacts) {
+        state.withLock { $0.steps.append(Step(step: step, metadata: metadata, facts: facts)) }
+    }
+    func written(_ f: WrittenFile) { state.withLock { $0.files.append(f) } }
+    func failed(step: Int?, format: String, error: ShutterbugError) { state.withLock { $0.failures.append((step, format, error)) } }
+    func jobStarted() { state.withLock { $0.pendingJobs += 1 } }
+    func jobFinished() {
+        let waiting: [CheckedContinuation<Void, Never>] = state.withLock { s in
+            s.pendingJobs -= 1
+            guard s.pendingJobs == 0 else { return [] }
+            defer { s.idle = [] }
+            return s.idle
+        }
+        for c in waiting { c.resume() }
+    }
+    func allJobsFinished() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now: Bool = state.withLock { s in
+                if s.pendingJobs == 0 { return true }
+                s.idle.append(c)
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+    func summary(captureID: Int64) -> OutputSummary {
+        state.withLock { OutputSummary(captureID: captureID, files: $0.files, failures: $0.failures) }
+    }
+}

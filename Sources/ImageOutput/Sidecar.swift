@@ -1,0 +1,101 @@
+import Capture
+import CaptureScheduler
+import ShutterbugCore
+
+/// The JSON document written beside a capture's images: the request, the resolved plan, every
+/// metadata value of every frame, the bracket's structure and the files.
+struct Sidecar {
+    var settings: PhotoSettings
+    var resolved: ResolvedPhotoSettings
+    var camera: CameraDescription
+    var record: CaptureRecord
+
+    func json() -> [UInt8] {
+        let state = record.state.withLock { $0 }
+        var o = JSONObject()
+        o.add("schema", "shutterbug.capture/1")
+        o.add("uniqueID", settings.uniqueID)
+        var cam = JSONObject()
+        cam.add("make", camera.make)
+        cam.add("model", camera.model)
+        cam.add("uniqueModel", camera.uniqueModel)
+        cam.add("blackLevel", camera.blackLevel)
+        cam.add("bitDepth", camera.bitDepth)
+        o.add("camera", object: cam)
+        o.add("formats", settings.formats.map(\.rawValue).sorted())
+
+        var bracket = JSONObject()
+        switch settings.bracket {
+        case .exposureBias(let b)?:
+            bracket.add("kind", "exposureBias")
+            bracket.add("biasesEV", numbers: b)
+        case .manualExposure(let m)?:
+            bracket.add("kind", "manualExposure")
+            bracket.add("exposuresUs", numbers: m.map { $0.duration.microsecondsValue })
+            bracket.add("gains", numbers: m.map { $0.gain.value })
+        case .lensPositions(let l)?:
+            bracket.add("kind", "lensPositions")
+            bracket.add("lensPositionsDioptres", numbers: l.map(\.value))
+        case nil:
+            bracket.add("kind", "single")
+        }
+        bracket.add("steps", record.stepCount)
+        o.add("bracket", object: bracket)
+
+        var r = JSONObject()
+        r.add("adjustments", resolved.adjustments)
+        r.add("retries", resolved.retries)
+        r.add("discarded", objects: resolved.discarded.map {
+            var d = JSONObject()
+            d.add("sequence", Int($0.sequence))
+            d.add("reason", $0.reason)
+            return d
+        })
+        r.add("meteredExposureUs", resolved.meteredExposure?.microsecondsValue)
+        r.add("meteredGain", resolved.meteredGain)
+        r.add("exposureStartedNs", state.exposureStarted?.nanoseconds)
+        r.add("exposureEndedNs", state.exposureEnded?.nanoseconds)
+        let seqs = state.steps.map { Int($0.metadata.sequence) }
+        if let lo = seqs.min(), let hi = seqs.max() { r.add("framesFirstToLast", hi - lo + 1) }
+        o.add("resolved", object: r)
+
+        var clock = JSONObject()
+        clock.add("source", "SensorTimestamp (CLOCK_MONOTONIC) + (CLOCK_REALTIME - CLOCK_MONOTONIC) sampled at capture")
+        clock.add("realtimeMinusMonotonicNs", record.clock.offsetNanoseconds)
+        o.add("clock", object: clock)
+
+        let steps = state.steps.sorted { $0.step.index < $1.step.index }
+        o.add("steps", objects: steps.map { s in
+            var j = JSONObject()
+            let m = s.metadata
+            j.add("step", s.step.index + 1)
+            j.add("requested", s.step.requested)
+            var plan = JSONObject()
+            plan.add("exposureUs", s.step.planned.exposure?.microsecondsValue)
+            plan.add("gain", s.step.planned.gain)
+            plan.add("lensPosition", s.step.planned.lens)
+            j.add("planned", object: plan)
+            var f = JSONObject()
+            f.add("sequence", Int(m.sequence))
+            f.add("sensorTimestampNs", m.sensorTimestamp?.nanoseconds)
+            f.add("exposureStartNs", m.exposureStart?.nanoseconds)
+            f.add("exposureStartLocal", s.facts.exposureStart?.iso8601)
+            f.add("exposureTimeUs", m.exposureTime?.microsecondsValue)
+            f.add("analogueGain", m.analogueGain?.value)
+            f.add("digitalGain", m.digitalGain?.value)
+            f.add("iso", s.facts.iso)
+            f.add("frameDurationUs", m.frameDuration?.microsecondsValue)
+            f.add("lensPosition", m.lensPosition?.value)
+            f.add("subjectDistanceM", s.facts.subjectDistance.flatMap { $0.isFinite ? $0 : nil })
+            f.add("colourGainRed", m.colourGains?.red)
+            f.add("colourGainBlue", m.colourGains?.blue)
+            f.add("colourTemperatureK", m.colourTemperature)
+            f.add("lux", m.lux)
+            j.add("frame", object: f)
+            j.add("files", state.files.filter { $0.step == s.step.index + 1 }.map(\.path).sorted())
+            return j
+        })
+        o.add("failures", state.failures.map { "step \($0.step.map(String.init) ?? "-") \($0.format): \($0.error)" })
+        return Array((o.text + "\n").utf8)
+    }
+}
