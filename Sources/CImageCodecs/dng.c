@@ -128,7 +128,8 @@ int sbi_dng_write(int fd, const sbi_dng_image *im, const sbi_photo_facts *f, cha
 		goto out;
 	}
 
-	/* The raw image. */
+	/* The raw image: libtiff makes the directory written after one with SubIFD set (count 1)
+	 * that SubIFD and patches its offset into IFD 0 itself. */
 	TIFFSetField(tif, TIFFTAG_SUBFILETYPE, 0);
 	TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, im->width);
 	TIFFSetField(tif, TIFFTAG_IMAGELENGTH, im->height);
@@ -149,12 +150,6 @@ int sbi_dng_write(int fd, const sbi_dng_image *im, const sbi_photo_facts *f, cha
 			goto out;
 		}
 	}
-	/* The directory's offset is known only once it is checkpointed. */
-	if (!TIFFCheckpointDirectory(tif)) {
-		ret = fail(err, errlen, "cannot write the DNG raw directory");
-		goto out;
-	}
-	sub_ifd = TIFFCurrentDirOffset(tif);
 	if (!TIFFWriteDirectory(tif)) {
 		ret = fail(err, errlen, "cannot write the DNG raw directory");
 		goto out;
@@ -185,12 +180,11 @@ int sbi_dng_write(int fd, const sbi_dng_image *im, const sbi_photo_facts *f, cha
 		goto out;
 	}
 
-	/* Back to IFD 0 to fill in where the SubIFD and the EXIF IFD went. */
+	/* Back to IFD 0 to fill in where the EXIF IFD went (its SubIFD offset is already there). */
 	if (!TIFFSetDirectory(tif, 0)) {
 		ret = fail(err, errlen, "cannot reread the DNG's first directory");
 		goto out;
 	}
-	TIFFSetField(tif, TIFFTAG_SUBIFD, 1, &sub_ifd);
 	TIFFSetField(tif, TIFFTAG_EXIFIFD, exif_ifd);
 	if (!TIFFRewriteDirectory(tif) || !TIFFFlush(tif)) {
 		ret = fail(err, errlen, "cannot finish the DNG");

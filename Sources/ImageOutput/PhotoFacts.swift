@@ -111,6 +111,20 @@ public struct PhotoFacts: Sendable, Hashable {
     /// EXIF ExposureMode: 0 auto, 1 manual, 2 auto bracket.
     public var exposureMode: Int
 
+    public init(camera: CameraDescription, description: String, uniqueID: String, exposureStart: LocalTime?, exposureTime: Duration?,
+                iso: Double?, subjectDistance: Double?, exposureBias: Double?, exposureMode: Int) {
+        self.camera = camera
+        self.description = description
+        self.uniqueID = uniqueID
+        self.exposureStart = exposureStart
+        self.exposureTime = exposureTime
+        self.iso = iso
+        self.subjectDistance = subjectDistance
+        self.exposureBias = exposureBias
+        self.exposureMode = exposureMode
+    }
+
+    /// The facts of a captured photo: its frame's metadata, its step, and the clock offset.
     public init(photo: CapturedPhoto, captureID: Int64, stepCount: Int, bias: Double?, camera: CameraDescription, clock: FrameClock) {
         let m = photo.metadata
         self.camera = camera

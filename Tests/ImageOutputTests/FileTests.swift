@@ -1,0 +1,243 @@
+import Capture
+import CaptureScheduler
+import Foundation
+import ImageOutput
+import ShutterbugCore
+import SimulatedCamera
+import Testing
+
+/// Runs a tool nobody here wrote; its absence is a failure that says what to install.
+func tool(_ name: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    p.arguments = [name] + args
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    if p.terminationStatus == 127 {
+        Issue.record("\(name) is not installed; board/setup-host.sh installs it (libimage-exiftool-perl, libraw-bin, libjpeg-turbo-progs)")
+    }
+    return (p.terminationStatus, o, String(decoding: e, as: UTF8.self))
+}
+
+/// exiftool's numeric view of a file: tag name to value.
+func exif(_ path: String) throws -> [String: Any] {
+    let r = try tool("exiftool", ["-j", "-n", path])
+    let list = try JSONSerialization.jsonObject(with: r.out) as? [[String: Any]]
+    return list?.first ?? [:]
+}
+
+/// Mean of the black-subtracted green samples of a DNG as LibRaw decodes it (unprocessed_raw's
+/// 16-bit PGM of the raw data).
+func greenMean(_ dng: String, cfa: CFAPattern, black: Double) throws -> Double {
+    let r = try tool("unprocessed_raw", ["-q", dng])
+    #expect(r.status == 0, "unprocessed_raw: \(r.err)")
+    let data = try Data(contentsOf: URL(fileURLWithPath: dng + ".pgm"))
+    try? FileManager.default.removeItem(atPath: dng + ".pgm")
+    // "P5\nW H\n65535\n" then big-endian 16-bit samples.
+    var fields: [String] = []
+    var i = 0
+    var current = ""
+    while fields.count < 4 {
+        let c = Character(UnicodeScalar(data[i]))
+        if c.isWhitespace { if !current.isEmpty { fields.append(current); current = "" } } else { current.append(c) }
+        i += 1
+    }
+    let w = Int(fields[1])!, h = Int(fields[2])!
+    let greens = Array(cfa.rawValue).enumerated().filter { $0.element == "G" }.map { $0.offset }
+    var sum = 0.0, n = 0
+    data.withUnsafeBytes { raw in
+        let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self) + i
+        var y = 0
+        while y < h {
+            var x = 0
+            while x < w {
+                let site = (y & 1) * 2 + (x & 1)
+                if greens.contains(site) {
+                    let o = 2 * (y * w + x)
+                    sum += Double(Int(p[o]) << 8 | Int(p[o + 1])) - black
+                    n += 1
+                }
+                x += 3  // every third column and row: enough samples, both green sites
+            }
+            y += 3
+        }
+    }
+    return sum / Double(n)
+}
+
+struct WrittenCapture {
+    var files: [WrittenFile]
+    var failures: [String]
+    var resolved: ResolvedPhotoSettings?
+    var photos: [(step: ResolvedStep, metadata: FrameMetadata)]
+    var events: [String]
+}
+
+/// A bracket written by `PhotoFileWriter` from a simulated camera in virtual time.
+func writeBracket(_ profile: SensorProfile, raw: (Int, Int), rawPacking: BayerPacking = .csi2, bracket: BracketSettings,
+                  formats: Set<PhotoFormat> = [.dng, .jpeg], lens: Double? = nil, into root: String) async throws -> WrittenCapture {
+    var o = SimulationOptions()
+    o.clock = .virtual
+    o.landing = .random
+    let cam = SimulatedCamera(profile: profile, options: o)
+    let interval = o.ipaMinInterval
+    let session = CaptureSession(backend: cam) { _ in CameraTiming(profile: profile, mode: cam.sensorMode, ipaMinInterval: interval) }
+    let rawFormat = PixelFormat.bayer(BayerFormat(cfa: profile.cfa, bits: profile.bitDepth, packing: rawPacking))
+    let config = try await session.start(streams: [StreamRequest(role: .still, width: 640, height: 480), StreamRequest(role: .raw, width: raw.0, height: raw.1, pixelFormat: rawFormat)],
+                                         preparedBracketCount: bracket.count)
+    if let lens { _ = try await session.configure { $0.lockedFocus = Dioptres(lens) } }
+    let writer = try PhotoFileWriter(directory: try OutputDirectory(path: root, reserve: 0), streams: config.streams,
+                                     camera: CameraDescription(profile: profile), pool: ProcessingPool(workers: 2), jpegQuality: 90)
+    var w = WrittenCapture(files: [], failures: [], resolved: nil, photos: [], events: [])
+    for try await e in writer.capture(PhotoSettings(bracket: bracket, formats: formats), on: session) {
+        switch e {
+        case .settingsResolved: w.events.append("resolved")
+        case .backPressure: w.events.append("backPressure")
+        case .exposureStarted: w.events.append("started")
+        case .exposureEnded: w.events.append("ended")
+        case .photoCaptured(let s, let m): w.events.append("captured"); w.photos.append((s, m))
+        case .captureFinished(let r): w.events.append("finished"); w.resolved = r
+        case .fileWritten(let f): w.events.append("file"); w.files.append(f)
+        case .writeFailed(_, _, let err): w.events.append("failed"); w.failures.append("\(err)")
+        case .filesFinished: w.events.append("done")
+        }
+    }
+    await session.stop()
+    #expect(await session.photosHeld == 0)
+    return w
+}
+
+@Suite("DNG and JPEG files, read back by exiftool, LibRaw and djpeg", .serialized, .timeLimit(.minutes(5)))
+struct FileTests {
+    static let cases: [(SensorProfile, (Int, Int), BayerPacking, Double?)] = [
+        (.imx477, (2028, 1520), .csi2, nil),
+        (.imx708, (2304, 1296), .csi2, 2.0),
+        (.ov5647, (1296, 972), .csi2, nil),
+        (.imx219, (640, 480), .none, nil),
+    ]
+
+    @Test("every tag tells the frame's truth; raw brightness follows 2^ΔEV", arguments: 0..<4)
+    func bracketFiles(index: Int) async throws {
+        let (profile, raw, packing, lens) = Self.cases[index]
+        let root = NSTemporaryDirectory() + "sb-files-\(UUID().uuidString)"
+        defer { if ProcessInfo.processInfo.environment["KEEP"] == nil { try? FileManager.default.removeItem(atPath: root) } }
+        let base = Duration.milliseconds(2)
+        let bracket = BracketSettings.manualExposure([(base, Gain(1)), (base * 2, Gain(1)), (base * 4, Gain(2))])
+        let w = try await writeBracket(profile, raw: raw, rawPacking: packing, bracket: bracket, lens: lens, into: root)
+        #expect(w.failures.isEmpty, "\(w.failures)")
+        #expect(w.files.count == 7, "\(w.files.map(\.path))")
+        #expect(w.events.first == "resolved" && w.events.last == "done")
+        #expect(w.events.firstIndex(of: "finished")! < w.events.lastIndex(of: "file")!, "the sidecar lands after the capture finishes")
+        let resolved = try #require(w.resolved)
+
+        var greens: [Double] = []
+        for (step, m) in w.photos {
+            let n = step.index + 1
+            let dng = try #require(w.files.first { $0.step == n && $0.format == "dng" }).path
+            let jpg = try #require(w.files.first { $0.step == n && $0.format == "jpeg" }).path
+            let exposure = try #require(m.exposureTime).secondsValue
+            let iso = try #require(m.totalGain).iso
+            for path in [dng, jpg] {
+                let t = try exif(path)
+                #expect(t["Make"] as? String == "Raspberry Pi")
+                #expect(t["Model"] as? String == profile.model)
+                let e = try #require(t["ExposureTime"] as? Double, "\(path): no ExposureTime")
+                #expect(abs(e - exposure) / exposure < 0.001, "\(path): ExposureTime \(e) vs frame \(exposure)")
+                #expect((t["ISO"] as? Double).map { abs($0 - iso.rounded()) < 0.5 } == true, "\(path): ISO \(t["ISO"] ?? "-") vs \(iso)")
+                #expect(t["ExposureMode"] as? Int == 2, "auto bracket")
+                #expect((t["ImageDescription"] as? String)?.contains("bracket step \(n) of 3") == true)
+                #expect(t["ImageUniqueID"] as? String == String(UInt64(resolved.uniqueID), radix: 16).leftPad(24) + String(n, radix: 16).leftPad(8))
+                // The frame's own clock, to the millisecond: exposure start through the
+                // realtime-monotonic offset, not the time of saving.
+                let subsec = try #require(t["SubSecTimeOriginal"] as? Int ?? (t["SubSecTimeOriginal"] as? String).flatMap { Int($0) })
+                let original = try #require(t["DateTimeOriginal"] as? String)
+                let sidecar = try sidecarFrame(w, step: n)
+                let local = try #require(sidecar["exposureStartLocal"] as? String)
+                #expect(local.hasPrefix(original.replacingOccurrences(of: ":", with: "-", options: [], range: original.startIndex..<original.index(original.startIndex, offsetBy: 10)).replacingOccurrences(of: " ", with: "T")))
+                #expect(local.contains(".\(String(subsec).leftPad(3))"), "\(local) vs subsec \(subsec)")
+                #expect(t["OffsetTimeOriginal"] is String)
+                if let lens {
+                    let d = try #require(t["SubjectDistance"] as? Double, "\(path): no SubjectDistance")
+                    #expect(abs(d - 1 / lens) < 0.001)
+                } else {
+                    #expect(t["SubjectDistance"] == nil, "no lens, no distance")
+                }
+            }
+            // DNG specifics.
+            let t = try exif(dng)
+            let gains = try #require(m.colourGains)
+            let neutral = (t["AsShotNeutral"] as? String)?.split(separator: " ").compactMap { Double($0) } ?? []
+            #expect(neutral.count == 3 && abs(neutral[0] - 1 / gains.red) < 1e-4 && abs(neutral[2] - 1 / gains.blue) < 1e-4, "AsShotNeutral \(neutral)")
+            #expect(t["WhiteLevel"] as? Int == (1 << profile.bitDepth) - 1)
+            #expect((t["BlackLevel"] as? String)?.split(separator: " ").compactMap { Double($0) } == Array(repeating: Double(profile.blackLevel), count: 4))
+            #expect(t["DNGVersion"] as? String == "1 4 0 0")
+            #expect(t["ColorMatrix1"] is String)
+            // LibRaw: size and CFA.
+            let id = String(decoding: try tool("raw-identify", ["-v", dng]).out, as: UTF8.self)
+            let lines = id.split(separator: "\n").map { $0.split(separator: " ").joined(separator: " ") }
+            #expect(lines.contains("Image size: \(raw.0) x \(raw.1)"), "\(id)")
+            #expect(lines.contains("Filter pattern: \(String(repeating: profile.cfa.rawValue, count: 4))"), "\(profile.cfa) in \(id)")
+            #expect(id.contains("Thumb size:"))
+            // djpeg decodes the JPEG at the still stream's size.
+            let d = try tool("djpeg", ["-pnm", jpg])
+            #expect(d.status == 0, "djpeg: \(d.err)")
+            #expect(String(decoding: d.out.prefix(20), as: UTF8.self).hasPrefix("P6\n640 480\n"))
+            let thumb = try tool("exiftool", ["-b", "-ThumbnailImage", jpg])
+            #expect(thumb.out.count > 100 && thumb.out.prefix(2) == Data([0xFF, 0xD8]), "EXIF thumbnail is a JPEG")
+            greens.append(try greenMean(dng, cfa: profile.cfa, black: Double(profile.blackLevel)))
+        }
+        // Steps: E, 2E, 4E at double gain = 1, 2 and 3 stops over the first.
+        // Raw data carries exposure × analogue gain; digital gain is the ISP's.
+        let stops = w.photos.map { p in log2(p.metadata.exposureTime!.secondsValue * p.metadata.analogueGain!.value) }
+        for i in 1..<greens.count {
+            let expected = pow(2, stops[i] - stops[0])
+            let measured = greens[i] / greens[0]
+            #expect(abs(measured / expected - 1) < 0.03, "step \(i + 1): raw ratio \(measured), 2^ΔEV \(expected); green means \(greens); frames \(w.photos.map { "\($0.metadata.exposureTime!) a\($0.metadata.analogueGain!) d\($0.metadata.digitalGain.map { "\($0)" } ?? "-")" })")
+        }
+    }
+
+    @Test("the sidecar holds the request, the plan, every frame's metadata and the files")
+    func sidecar() async throws {
+        let root = NSTemporaryDirectory() + "sb-sidecar-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let w = try await writeBracket(.imx477, raw: (1332, 990), bracket: .exposureBias([-1, 0, 1]), formats: [.jpeg], into: root)
+        #expect(w.failures.isEmpty)
+        let json = try sidecarJSON(w)
+        #expect(json["schema"] as? String == "shutterbug.capture/1")
+        let bracket = try #require(json["bracket"] as? [String: Any])
+        #expect(bracket["kind"] as? String == "exposureBias")
+        #expect(bracket["biasesEV"] as? [Double] == [-1, 0, 1])
+        let steps = try #require(json["steps"] as? [[String: Any]])
+        #expect(steps.count == 3)
+        for (s, p) in zip(steps, w.photos) {
+            let f = try #require(s["frame"] as? [String: Any])
+            #expect(f["sequence"] as? Int == Int(p.metadata.sequence))
+            #expect(f["sensorTimestampNs"] as? Int64 == p.metadata.sensorTimestamp?.nanoseconds || (f["sensorTimestampNs"] as? Int).map(Int64.init) == p.metadata.sensorTimestamp?.nanoseconds)
+            #expect(abs((f["exposureTimeUs"] as? Double ?? 0) - p.metadata.exposureTime!.microsecondsValue) < 0.01)
+            #expect(f["colourGainRed"] as? Double == p.metadata.colourGains?.red)
+            #expect((s["files"] as? [String])?.count == 1)
+        }
+        let resolved = try #require(json["resolved"] as? [String: Any])
+        #expect(resolved["framesFirstToLast"] as? Int == 3)
+        #expect(resolved["meteredExposureUs"] is Double)
+    }
+}
+
+func sidecarJSON(_ w: WrittenCapture) throws -> [String: Any] {
+    let path = try #require(w.files.first { $0.format == "json" }).path
+    return try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+}
+
+func sidecarFrame(_ w: WrittenCapture, step: Int) throws -> [String: Any] {
+    let steps = try #require(try sidecarJSON(w)["steps"] as? [[String: Any]])
+    return try #require(steps.first { $0["step"] as? Int == step }?["frame"] as? [String: Any])
+}
+
+extension String {
+    func leftPad(_ n: Int) -> String { count >= n ? self : String(repeating: "0", count: n - count) + self }
+}
