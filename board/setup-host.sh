@@ -5,7 +5,11 @@
 # Runs apt-get only when something is missing, so it costs nothing on a prepared machine.
 set -euo pipefail
 
-packages=(pkg-config g++ libcamera-dev libdrm-dev)
+# Build: libcamera and libdrm; libtiff, libjpeg-turbo and libexif for DNG and JPEG output.
+# Tests read the output back with tools nobody here wrote: exiftool, LibRaw, djpeg (and tjbench
+# for the output benchmark).
+packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev
+	libimage-exiftool-perl libraw-bin libjpeg-turbo-progs)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod)

@@ -186,7 +186,8 @@ public enum DNGEncoder {
             }
         }
         if rc != 0 {
-            throw ShutterbugError.fromErrno(rc, while: "writing the DNG (\(String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)))")
+            let code = ShutterbugError.fromErrno(rc, while: "").code
+            throw ShutterbugError(code, String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), errno: -rc)
         }
     }
 }

@@ -1,0 +1,149 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `shutterbug bracket --output` against the failures a headless camera meets: a full disk
+/// mid-bracket, and the power going (SIGKILL) while files are being written.
+@Suite("bracket --output: full disk, killed writer", .serialized, .timeLimit(.minutes(4)))
+struct OutputCLITests {
+    static var exe: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("shutterbug").path
+    }
+
+    static func sh(_ script: String, _ args: [String] = []) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", script, "sh"] + args
+        var env = ProcessInfo.processInfo.environment
+        env["SHUTTERBUG_CAMERA"] = nil
+        p.environment = env
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    /// Final-named files under `dir`, and any temporary ones.
+    static func files(_ dir: String) -> (final: [String], temporary: [String]) {
+        let all = (FileManager.default.enumerator(atPath: dir)?.allObjects as? [String]) ?? []
+        let names = all.filter { !$0.hasSuffix("/") && (($0 as NSString).lastPathComponent.contains(".")) }
+        return (names.filter { !($0 as NSString).lastPathComponent.hasPrefix(".") }.sorted(),
+                names.filter { ($0 as NSString).lastPathComponent.hasPrefix(".shutterbug-") }.sorted())
+    }
+
+    /// A complete, decodable file: DNG through LibRaw, JPEG through djpeg without a warning,
+    /// JSON through the parser.
+    static func checkComplete(_ path: String) throws {
+        switch (path as NSString).pathExtension {
+        case "dng":
+            let r = try sh("raw-identify -v \"$1\"", [path])
+            #expect(r.status == 0 && r.out.contains("Image size:"), "\(path) is not a readable DNG: \(r.err)")
+            let u = try sh("unprocessed_raw -q \"$1\" && rm -f \"$1.pgm\"", [path])
+            #expect(u.status == 0, "LibRaw cannot decode \(path): \(u.err)")
+        case "jpg":
+            let r = try sh("djpeg \"$1\" > /dev/null", [path])
+            #expect(r.status == 0 && r.err.isEmpty, "\(path) is not a complete JPEG: \(r.err)")
+        case "json":
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect((try? JSONSerialization.jsonObject(with: data)) != nil, "\(path) is not complete JSON")
+        default:
+            Issue.record("unexpected file \(path)")
+        }
+    }
+
+    @Test("a filesystem that fills mid-bracket: a clear error, no partial file, earlier files intact")
+    func fullDisk() throws {
+        let work = NSTemporaryDirectory() + "sb-enospc-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: work + "/mnt", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        // A private mount namespace with a 160 MiB tmpfs: as root directly, otherwise as root
+        // of a user namespace. The test fills it once the first DNG is on disk.
+        let script = """
+            work=$1; exe=$2
+            inner='
+            set -u
+            work=$1; exe=$2; mnt=$work/mnt
+            mount -t tmpfs -o size=160m tmpfs "$mnt" || exit 90
+            "$exe" bracket --camera sim:imx477 --exposures 1/4,1/4,1/4,1/4,1/4,1/4 --format dng --reserve 0 \\
+                --output "$mnt/photos" > "$work/stdout" 2> "$work/stderr" &
+            pid=$!
+            while ! ls "$mnt"/photos/*/*.dng > /dev/null 2>&1; do
+                kill -0 $pid 2> /dev/null || break
+                sleep 0.05
+            done
+            dd if=/dev/zero of="$mnt/filler" bs=1M 2> /dev/null
+            wait $pid
+            echo $? > "$work/status"
+            rm -f "$mnt/filler"
+            cp -a "$mnt/photos" "$work/photos"
+            '
+            if [ "$(id -u)" -eq 0 ]; then
+                unshare --mount --propagation private sh -c "$inner" sh "$work" "$exe"
+            else
+                unshare --user --map-root-user --mount sh -c "$inner" sh "$work" "$exe"
+            fi
+            """
+        let r = try Self.sh(script, [work, Self.exe])
+        try #require(r.status != 90, "could not mount a small tmpfs in a private mount namespace (needs root or user namespaces): \(r.err)")
+        try #require(r.status == 0, "the test harness failed: \(r.err)")
+        let status = try String(contentsOfFile: work + "/status", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let stderr = try String(contentsOfFile: work + "/stderr", encoding: .utf8)
+        let stdout = try String(contentsOfFile: work + "/stdout", encoding: .utf8)
+        #expect(status != "0", "a bracket that could not be written must fail")
+        #expect(stderr.contains("No space left on device") || stderr.contains("ENOSPC"), "the error names the cause: \(stderr)")
+        #expect(stderr.contains("could not be written"), "\(stderr)")
+        let (final, temporary) = Self.files(work + "/photos")
+        #expect(temporary.isEmpty, "temporary files left behind: \(temporary)")
+        let dngs = final.filter { $0.hasSuffix(".dng") }
+        #expect(dngs.count >= 1 && dngs.count < 6, "written before the disk filled: \(final)\n\(stdout)")
+        for f in final { try Self.checkComplete(work + "/photos/" + f) }
+        // Each DNG written is reported, and every reported file exists.
+        for line in stdout.split(separator: "\n") where line.hasPrefix("wrote ") {
+            let path = String(line.dropFirst(6).prefix { $0 != " " })
+            #expect(final.contains { path.hasSuffix($0) }, "reported \(path) is missing")
+        }
+    }
+
+    @Test("a writer killed mid-write leaves no partial file under a final name; the next run sweeps its temporaries")
+    func killedWriter() throws {
+        let root = NSTemporaryDirectory() + "sb-kill-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        // Kill at three moments: while the first file is being written, and later ones.
+        for (round, filesBefore) in [0, 2, 5].enumerated() {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: Self.exe)
+            p.arguments = ["bracket", "--camera", "sim:imx477", "--exposures", "1/100,1/50,1/25,1/100,1/50,1/25", "--format", "dng,jpeg", "--output", root + "/r\(round)"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            let deadline = Date().addingTimeInterval(60)
+            var killedWhileWriting = false
+            while p.isRunning && Date() < deadline {
+                let (final, temporary) = Self.files(root + "/r\(round)")
+                if !temporary.isEmpty && final.count >= filesBefore {
+                    kill(p.processIdentifier, SIGKILL)
+                    killedWhileWriting = true
+                    break
+                }
+                usleep(2_000)
+            }
+            p.waitUntilExit()
+            #expect(killedWhileWriting, "round \(round): never saw a file being written")
+            let (final, temporary) = Self.files(root + "/r\(round)")
+            for f in final { try Self.checkComplete(root + "/r\(round)/" + f) }
+            #expect(!final.contains { $0.hasSuffix(".json") }, "the sidecar comes last; a killed capture has none")
+            if round == 0 { #expect(!temporary.isEmpty, "killed mid-write, a temporary file stays (and is swept next time)") }
+        }
+        // A new run into the same directory removes the dead writers' temporary files.
+        let again = try Self.sh("\"$1\" bracket --camera sim:imx477 --virtual-time --exposures 1/100 --format jpeg --output \"$2\"", [Self.exe, root + "/r0"])
+        #expect(again.status == 0, "\(again.err)")
+        #expect(Self.files(root + "/r0").temporary.isEmpty)
+    }
+}
