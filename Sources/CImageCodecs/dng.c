@@ -4,14 +4,18 @@
  * preview (NewSubFileType 1) carrying the DNG and camera tags, its SubIFD the raw CFA image,
  * and an EXIF IFD the capture facts.
  */
+#define _GNU_SOURCE
 #include "sbimage.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <tiffio.h>
@@ -56,11 +60,46 @@ static int fail(char *err, size_t errlen, const char *what)
 	return -e;
 }
 
+int sbi_unpack_row(const uint8_t *src, uint32_t width, uint32_t bits, sbi_packing packing, uint16_t *out)
+{
+	uint32_t i = 0;
+	if (packing == SBI_PACKING_CSI2 && bits == 10) {
+		for (; i + 4 <= width; i += 4, src += 5) {
+			uint8_t low = src[4];
+			out[i] = (uint16_t)(src[0] << 2 | (low & 3));
+			out[i + 1] = (uint16_t)(src[1] << 2 | ((low >> 2) & 3));
+			out[i + 2] = (uint16_t)(src[2] << 2 | ((low >> 4) & 3));
+			out[i + 3] = (uint16_t)(src[3] << 2 | (low >> 6));
+		}
+		for (uint32_t k = 0; i + k < width; k++)
+			out[i + k] = (uint16_t)(src[k] << 2 | ((src[width - i] >> (2 * k)) & 3));
+	} else if (packing == SBI_PACKING_CSI2 && bits == 12) {
+		for (; i + 2 <= width; i += 2, src += 3) {
+			out[i] = (uint16_t)(src[0] << 4 | (src[2] & 0xf));
+			out[i + 1] = (uint16_t)(src[1] << 4 | (src[2] >> 4));
+		}
+		if (i < width)
+			out[i] = (uint16_t)(src[0] << 4 | (src[1] & 0xf));
+	} else if (packing == SBI_PACKING_NONE && bits <= 8) {
+		for (; i < width; i++)
+			out[i] = src[i];
+	} else if (packing == SBI_PACKING_NONE && bits <= 16) {
+		memcpy(out, src, (size_t)width * 2);
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static void set_string(TIFF *tif, uint32_t tag, const char *s)
 {
 	if (s)
 		TIFFSetField(tif, tag, s);
 }
+
+#if __BYTE_ORDER != __LITTLE_ENDIAN
+#error "raw strips are written as they sit in memory; a big-endian host needs TIFFWriteEncodedStrip"
+#endif
 
 int sbi_dng_write(int fd, const sbi_dng_image *im, const sbi_photo_facts *f, char *err, size_t errlen)
 {
@@ -83,6 +122,7 @@ int sbi_dng_write(int fd, const sbi_dng_image *im, const sbi_photo_facts *f, cha
 	static const uint8_t dng_backward[4] = { 1, 1, 0, 0 };
 	const uint16_t repeat_dim[2] = { 2, 2 };
 	uint64_t sub_ifd = 0, exif_ifd = 0;
+	uint16_t *strip_buffer = NULL;
 	int ret = 0;
 
 	/* IFD 0: the preview, and the tags that describe the camera. */
@@ -138,17 +178,43 @@ int sbi_dng_write(int fd, const sbi_dng_image *im, const sbi_photo_facts *f, cha
 	TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_CFA);
 	TIFFSetField(tif, TIFFTAG_COMPRESSION, COMPRESSION_NONE);
 	TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
-	TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, 16);
+	/* Strips of about 1 MiB, written raw (the samples are already what an uncompressed
+	 * little-endian strip holds): one write() per strip, no copy through libtiff's buffer. */
+	uint32_t rows_per_strip = (uint32_t)((1u << 20) / ((size_t)im->width * 2));
+	if (rows_per_strip < 1)
+		rows_per_strip = 1;
+	if (rows_per_strip > im->height)
+		rows_per_strip = im->height;
+	TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, rows_per_strip);
 	TIFFSetField(tif, TIFFTAG_CFAREPEATPATTERNDIM, repeat_dim);
 	TIFFSetField(tif, TIFFTAG_CFAPATTERN, 4, im->cfa);
 	TIFFSetField(tif, TIFFTAG_BLACKLEVELREPEATDIM, repeat_dim);
 	TIFFSetField(tif, TIFFTAG_BLACKLEVEL, 4, im->black_level);
 	TIFFSetField(tif, TIFFTAG_WHITELEVEL, 1, &im->white_level);
-	for (uint32_t y = 0; y < im->height; y++) {
-		if (TIFFWriteScanline(tif, (void *)(im->samples + (size_t)y * im->width), y, 0) != 1) {
+	strip_buffer = malloc((size_t)rows_per_strip * im->width * 2);
+	if (!strip_buffer) {
+		errno = ENOMEM;
+		ret = fail(err, errlen, "no memory for a DNG strip");
+		goto out;
+	}
+	for (uint32_t y = 0, strip = 0; y < im->height; y += rows_per_strip, strip++) {
+		uint32_t rows = im->height - y < rows_per_strip ? im->height - y : rows_per_strip;
+		for (uint32_t r = 0; r < rows; r++) {
+			if (sbi_unpack_row(im->data + (size_t)(y + r) * im->stride, im->width, im->bits, im->packing,
+					   strip_buffer + (size_t)r * im->width) != 0) {
+				errno = EINVAL;
+				ret = fail(err, errlen, "unknown raw packing");
+				goto out;
+			}
+		}
+		tmsize_t bytes = (tmsize_t)rows * im->width * 2;
+		if (TIFFWriteRawStrip(tif, strip, strip_buffer, bytes) != bytes) {
 			ret = fail(err, errlen, "cannot write the DNG raw image");
 			goto out;
 		}
+		/* Start write-back now, so the disk writes this strip while the next is unpacked
+		 * and the final fsync has little left to wait for. */
+		sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	}
 	if (!TIFFWriteDirectory(tif)) {
 		ret = fail(err, errlen, "cannot write the DNG raw directory");
@@ -192,5 +258,6 @@ int sbi_dng_write(int fd, const sbi_dng_image *im, const sbi_photo_facts *f, cha
 	}
 out:
 	TIFFClose(tif);
+	free(strip_buffer);
 	return ret;
 }

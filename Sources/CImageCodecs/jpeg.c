@@ -39,7 +39,7 @@ static void quiet_output(j_common_ptr cinfo)
 }
 
 int sbi_jpeg_encode(const sbi_yuv420 *im, int quality, const uint8_t *app1, size_t app1_len,
-		    uint8_t **out, size_t *out_len, char *err, size_t errlen)
+		    uint8_t **out, size_t *capacity, size_t *out_len, char *err, size_t errlen)
 {
 	if (!im || im->width == 0 || im->height == 0 || im->width > 65500 || im->height > 65500) {
 		if (err && errlen)
@@ -55,8 +55,10 @@ int sbi_jpeg_encode(const sbi_yuv420 *im, int quality, const uint8_t *app1, size
 	struct jpeg_compress_struct cinfo;
 	struct error_trap trap;
 	/* volatile: they change between setjmp and a longjmp back to it. */
-	unsigned char *volatile buffer = NULL;
-	unsigned long size = 0;
+	/* libjpeg writes into the caller's buffer and, when it fills, into a larger one it mallocs
+	 * (copying what it has); the caller's is then ours to free. */
+	unsigned char *volatile buffer = *out && *capacity ? *out : NULL;
+	unsigned long size = buffer ? (unsigned long)*capacity : 0;
 	uint8_t *volatile pad = NULL;
 
 	cinfo.err = jpeg_std_error(&trap.pub);
@@ -66,7 +68,8 @@ int sbi_jpeg_encode(const sbi_yuv420 *im, int quality, const uint8_t *app1, size
 		if (err && errlen)
 			snprintf(err, errlen, "libjpeg: %s", trap.message);
 		jpeg_destroy_compress(&cinfo);
-		free(buffer);
+		if (buffer != *out)
+			free(buffer);
 		free(pad);
 		return -EIO;
 	}
@@ -138,7 +141,11 @@ int sbi_jpeg_encode(const sbi_yuv420 *im, int quality, const uint8_t *app1, size
 	jpeg_finish_compress(&cinfo);
 	jpeg_destroy_compress(&cinfo);
 	free(pad);
-	*out = buffer;
+	if (buffer != *out) {
+		free(*out);
+		*out = buffer;
+		*capacity = size;
+	}
 	*out_len = size;
 	return 0;
 }

@@ -33,6 +33,20 @@ public struct FrameCopy: Sendable {
     }
 }
 
+/// Output memory for JPEG encoding, reused from frame to frame so a worker does not allocate
+/// (and fault in) megabytes per photo. One per thread.
+public final class JPEGScratch: @unchecked Sendable {
+    fileprivate var buffer: UnsafeMutablePointer<UInt8>?
+    fileprivate var capacity = 0
+    fileprivate var thumb: UnsafeMutablePointer<UInt8>?
+    fileprivate var thumbCapacity = 0
+    public init() {}
+    deinit {
+        sbi_free(buffer)
+        sbi_free(thumb)
+    }
+}
+
 /// Encodes YUV420 frames to JPEG with EXIF and a 160-pixel thumbnail, straight from the planes.
 public enum JPEGEncoder {
     /// JPEG quality: 1...100.
@@ -40,9 +54,15 @@ public enum JPEGEncoder {
     static let thumbnailWidth = 160
 
     /// The JPEG bytes of `frame` (YUV420) with `facts` in its EXIF.
+    public static func encode(_ frame: FrameCopy, quality: Int, facts: PhotoFacts?) throws -> [UInt8] {
+        try encode(frame, quality: quality, facts: facts, scratch: JPEGScratch()) { Array($0) }
+    }
+
+    /// Encodes `frame` (YUV420) into `scratch` and calls `body` with the JPEG's bytes, valid
+    /// during the call.
     ///
     /// - Throws: `.invalidArgument` for a non-YUV420 frame or a quality outside 1...100.
-    public static func encode(_ frame: FrameCopy, quality: Int, facts: PhotoFacts?) throws -> [UInt8] {
+    public static func encode<R>(_ frame: FrameCopy, quality: Int, facts: PhotoFacts?, scratch: JPEGScratch, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         guard frame.format == .yuv420, frame.planes.count == 3 else {
             throw ShutterbugError(.invalidArgument, "JPEG is written from the YUV420 stream, not \(frame.format)")
         }
@@ -51,35 +71,43 @@ public enum JPEGEncoder {
         }
         var exif: [UInt8] = []
         if let facts {
-            let thumb = try thumbnail(frame)
+            let thumbLength = try thumbnail(frame, scratch: scratch)
+            let thumb = UnsafeBufferPointer(start: scratch.thumb, count: thumbLength)
             exif = try facts.withCFacts { f in
-                try thumb.withUnsafeBufferPointer { t in
-                    try call("building the EXIF data") { out, len, err, errlen in
-                        sbi_exif_build(f, UInt32(frame.width), UInt32(frame.height), t.baseAddress, t.count, out, len, err, errlen)
-                    }
+                try call("building the EXIF data") { out, len, err, errlen in
+                    sbi_exif_build(f, UInt32(frame.width), UInt32(frame.height), thumb.baseAddress, thumb.count, out, len, err, errlen)
                 }
             }
         }
-        return try frame.bytes.withUnsafeBufferPointer { raw in
-            try encodePlanes(raw.baseAddress!, planes: frame.planes, width: frame.width, height: frame.height, quality: quality, app1: exif)
+        let length = try frame.bytes.withUnsafeBufferPointer { raw in
+            try encodePlanes(raw.baseAddress!, planes: frame.planes, width: frame.width, height: frame.height, quality: quality, app1: exif,
+                             buffer: &scratch.buffer, capacity: &scratch.capacity)
         }
+        return try body(UnsafeRawBufferPointer(start: scratch.buffer, count: length))
     }
 
-    static func encodePlanes(_ base: UnsafePointer<UInt8>, planes: [PlaneLayout], width: Int, height: Int, quality: Int, app1: [UInt8]) throws -> [UInt8] {
+    static func encodePlanes(_ base: UnsafePointer<UInt8>, planes: [PlaneLayout], width: Int, height: Int, quality: Int, app1: [UInt8],
+                             buffer: inout UnsafeMutablePointer<UInt8>?, capacity: inout Int) throws -> Int {
         var image = sbi_yuv420()
         image.width = UInt32(width)
         image.height = UInt32(height)
         image.plane = (base + planes[0].offset, base + planes[1].offset, base + planes[2].offset)
         image.stride = (UInt32(planes[0].stride), UInt32(planes[1].stride), UInt32(planes[2].stride))
-        return try app1.withUnsafeBufferPointer { a in
-            try call("encoding the JPEG") { out, len, err, errlen in
-                sbi_jpeg_encode(&image, Int32(quality), a.baseAddress, a.count, out, len, err, errlen)
+        var err = [CChar](repeating: 0, count: 256)
+        var length = 0
+        let rc = app1.withUnsafeBufferPointer { a in
+            err.withUnsafeMutableBufferPointer { e in
+                sbi_jpeg_encode(&image, Int32(quality), a.baseAddress, a.count, &buffer, &capacity, &length, e.baseAddress!, e.count)
             }
         }
+        guard rc == 0 else {
+            throw ShutterbugError(rc == -EINVAL ? .invalidArgument : .system, "encoding the JPEG: \(message(err))", errno: -rc)
+        }
+        return length
     }
 
-    /// A box-filtered 160-pixel-wide JPEG of the frame for EXIF's IFD 1.
-    static func thumbnail(_ frame: FrameCopy) throws -> [UInt8] {
+    /// A box-filtered 160-pixel-wide JPEG of the frame for EXIF's IFD 1, in `scratch.thumb`.
+    static func thumbnail(_ frame: FrameCopy, scratch: JPEGScratch) throws -> Int {
         let tw = min(thumbnailWidth, frame.width) & ~1
         let th = max(2, Int((Double(frame.height) * Double(tw) / Double(frame.width)).rounded()) & ~1)
         let ys = tw, cs = tw / 2
@@ -117,7 +145,9 @@ public enum JPEGEncoder {
         let planes = [PlaneLayout(offset: 0, length: ys * th, stride: ys),
                       PlaneLayout(offset: ys * th, length: cs * (th / 2), stride: cs),
                       PlaneLayout(offset: ys * th + cs * (th / 2), length: cs * (th / 2), stride: cs)]
-        return try small.withUnsafeBufferPointer { try encodePlanes($0.baseAddress!, planes: planes, width: tw, height: th, quality: 80, app1: []) }
+        return try small.withUnsafeBufferPointer {
+            try encodePlanes($0.baseAddress!, planes: planes, width: tw, height: th, quality: 80, app1: [], buffer: &scratch.thumb, capacity: &scratch.thumbCapacity)
+        }
     }
 
     /// Runs a codec call that returns malloc'ed bytes, copying them into an array.
@@ -127,20 +157,23 @@ public enum JPEGEncoder {
         var err = [CChar](repeating: 0, count: 256)
         let rc = err.withUnsafeMutableBufferPointer { body(&out, &len, $0.baseAddress!, $0.count) }
         guard rc == 0, let out else {
-            throw ShutterbugError(rc == -EINVAL ? .invalidArgument : .system, "\(what): \(String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))", errno: rc < 0 ? -rc : nil)
+            throw ShutterbugError(rc == -EINVAL ? .invalidArgument : .system, "\(what): \(message(err))", errno: rc < 0 ? -rc : nil)
         }
         defer { sbi_free(out) }
         return Array(UnsafeBufferPointer(start: out, count: len))
     }
+
+    static func message(_ err: [CChar]) -> String {
+        String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 }
 
-/// Writes raw Bayer frames as DNG: unpacked from the camera's packing to 16-bit samples, with
-/// CFA pattern, black and white level, colour matrix, as-shot neutral and the facts.
+/// Writes raw Bayer frames as DNG: unpacked from the camera's packing to 16-bit samples strip
+/// by strip as they are written, with CFA pattern, black and white level, colour matrix,
+/// as-shot neutral and the facts.
 public enum DNGEncoder {
     /// Writes `frame` (a Bayer format) as DNG into `fd`.
-    ///
-    /// - Parameter scratch: reused between calls to hold the unpacked samples.
-    public static func write(_ frame: FrameCopy, facts: PhotoFacts, colourGains: ColourGains?, to fd: Int32, scratch: inout [UInt16]) throws {
+    public static func write(_ frame: FrameCopy, facts: PhotoFacts, colourGains: ColourGains?, to fd: Int32) throws {
         guard let bayer = frame.format.bayer else {
             throw ShutterbugError(.invalidArgument, "DNG is written from a Bayer raw stream, not \(frame.format)")
         }
@@ -149,46 +182,51 @@ public enum DNGEncoder {
         guard frame.planes[0].stride >= rowBytes, frame.bytes.count >= frame.planes[0].offset + frame.planes[0].stride * (h - 1) + rowBytes else {
             throw ShutterbugError(.invalidArgument, "the raw buffer (\(frame.bytes.count) bytes, stride \(frame.planes[0].stride)) is too small for \(w)x\(h) \(frame.format)")
         }
-        if scratch.count < w * h { scratch = [UInt16](repeating: 0, count: w * h) }
-        frame.bytes.withUnsafeBufferPointer { src in
-            scratch.withUnsafeMutableBufferPointer { dst in
-                for y in 0..<h {
-                    BayerPacker.unpack(src.baseAddress! + frame.planes[0].offset + y * frame.planes[0].stride, width: w, format: bayer, into: dst.baseAddress! + y * w)
-                }
-            }
-        }
         let black = Float(facts.camera.blackLevel)
         let white = UInt32((1 << facts.camera.bitDepth) - 1)
         let gains = colourGains ?? ColourGains(red: 1, blue: 1)
         let matrix = ColourMath.xyzToCamera(correction: facts.camera.colourCorrection, red: gains.red, blue: gains.blue)
-        let preview = ColourMath.preview(scratch, width: w, height: h, cfa: bayer.cfa, black: Double(black), white: Double(white), red: gains.red, blue: gains.blue)
+        let packing = bayer.packing == .csi2 ? SBI_PACKING_CSI2 : SBI_PACKING_NONE
 
-        var image = sbi_dng_image()
-        image.width = UInt32(w)
-        image.height = UInt32(h)
-        image.white_level = white
-        image.black_level = (black, black, black, black)
-        let cfa = Array(bayer.cfa.rawValue).map { $0 == "R" ? UInt8(0) : $0 == "G" ? 1 : 2 }
-        image.cfa = (cfa[0], cfa[1], cfa[2], cfa[3])
-        let m: [Float] = matrix.map { Float($0) }
-        withUnsafeMutableBytes(of: &image.colour_matrix) { dst in
-            m.withUnsafeBytes { dst.copyMemory(from: $0) }
-        }
-        image.as_shot_neutral = (Float(1 / gains.red), 1, Float(1 / gains.blue))
-        image.thumb_width = UInt32(preview.width)
-        image.thumb_height = UInt32(preview.height)
         var err = [CChar](repeating: 0, count: 256)
-        let rc = scratch.withUnsafeBufferPointer { samples in
-            preview.rgb.withUnsafeBufferPointer { thumb in
-                image.samples = samples.baseAddress
+        let rc = frame.bytes.withUnsafeBufferPointer { bytes in
+            let data = bytes.baseAddress! + frame.planes[0].offset
+            let preview = ColourMath.preview(data, stride: frame.planes[0].stride, width: w, height: h, bits: bayer.bits, packing: packing, cfa: bayer.cfa,
+                                             black: Double(black), white: Double(white), red: gains.red, blue: gains.blue)
+            var image = sbi_dng_image()
+            image.width = UInt32(w)
+            image.height = UInt32(h)
+            image.data = data
+            image.stride = frame.planes[0].stride
+            image.bits = UInt32(bayer.bits)
+            image.packing = packing
+            image.white_level = white
+            image.black_level = (black, black, black, black)
+            let cfa = Array(bayer.cfa.rawValue).map { $0 == "R" ? UInt8(0) : $0 == "G" ? 1 : 2 }
+            image.cfa = (cfa[0], cfa[1], cfa[2], cfa[3])
+            let m: [Float] = matrix.map { Float($0) }
+            withUnsafeMutableBytes(of: &image.colour_matrix) { dst in m.withUnsafeBytes { dst.copyMemory(from: $0) } }
+            image.as_shot_neutral = (Float(1 / gains.red), 1, Float(1 / gains.blue))
+            image.thumb_width = UInt32(preview.width)
+            image.thumb_height = UInt32(preview.height)
+            return preview.rgb.withUnsafeBufferPointer { thumb in
                 image.thumb_rgb = thumb.baseAddress
                 return facts.withCFacts { f in err.withUnsafeMutableBufferPointer { sbi_dng_write(fd, &image, f, $0.baseAddress!, $0.count) } }
             }
         }
         if rc != 0 {
             let code = ShutterbugError.fromErrno(rc, while: "").code
-            throw ShutterbugError(code, String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), errno: -rc)
+            throw ShutterbugError(code, JPEGEncoder.message(err), errno: -rc)
         }
+    }
+}
+
+/// Unpacks raw rows (CSI-2 packed or in containers) to 16-bit samples, as the DNG writer does.
+public enum RawUnpacker {
+    /// Unpacks one row of `width` samples of `format` from `row` into `out`.
+    public static func unpack(_ row: UnsafePointer<UInt8>, width: Int, format: BayerFormat, into out: UnsafeMutablePointer<UInt16>) {
+        let rc = sbi_unpack_row(row, UInt32(width), UInt32(format.bits), format.packing == .csi2 ? SBI_PACKING_CSI2 : SBI_PACKING_NONE, out)
+        precondition(rc == 0, "no unpacker for \(format)")
     }
 }
 
@@ -225,19 +263,27 @@ enum ColourMath {
         return inverse(multiply(multiply(rgbToXYZ, correction), wb))
     }
 
-    /// An 8-bit RGB preview about 1/16 the size: one white-balanced 2x2 cell per block, with
-    /// a square-root tone curve.
-    static func preview(_ samples: [UInt16], width: Int, height: Int, cfa: CFAPattern, black: Double, white: Double, red: Double, blue: Double) -> (rgb: [UInt8], width: Int, height: Int) {
+    /// An 8-bit RGB preview about 1/16 the size: one white-balanced 2x2 cell per 16x16 block,
+    /// with a square-root tone curve; reads only the rows it samples.
+    static func preview(_ data: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bits: Int, packing: sbi_packing, cfa: CFAPattern,
+                        black: Double, white: Double, red: Double, blue: Double) -> (rgb: [UInt8], width: Int, height: Int) {
         let pw = max(1, width / 16), ph = max(1, height / 16)
         var rgb = [UInt8](repeating: 0, count: pw * ph * 3)
         let order = Array(cfa.rawValue)
         let range = max(white - black, 1)
+        var rows = [UInt16](repeating: 0, count: 2 * width)
         for y in 0..<ph {
+            let sy = min(y * 16, max(height - 2, 0)) & ~1
+            rows.withUnsafeMutableBufferPointer { r in
+                for k in 0..<min(2, height - sy) {
+                    _ = sbi_unpack_row(data + (sy + k) * stride, UInt32(width), UInt32(bits), packing, r.baseAddress! + k * width)
+                }
+            }
             for x in 0..<pw {
-                let sx = min(x * 16, width - 2) & ~1, sy = min(y * 16, height - 2) & ~1
+                let sx = min(x * 16, max(width - 2, 0)) & ~1
                 var r = 0.0, g = 0.0, b = 0.0
                 for k in 0..<4 {
-                    let v = (Double(samples[(sy + k / 2) * width + sx + k % 2]) - black) / range
+                    let v = (Double(rows[(k / 2) * width + min(sx + k % 2, width - 1)]) - black) / range
                     switch order[k] {
                     case "R": r = v * red
                     case "B": b = v * blue

@@ -130,16 +130,19 @@ public final class OutputDirectory: Sendable {
 
     /// A writer for a whole buffer, retrying short writes and EINTR.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
-        try bytes.withUnsafeBytes { raw in
-            var done = 0
-            while done < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw error(errno, "write failed")
-                }
-                done += n
+        try bytes.withUnsafeBytes { try writeAll(fd, $0) }
+    }
+
+    /// A writer for a whole buffer, retrying short writes and EINTR.
+    public static func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer) throws {
+        var done = 0
+        while done < raw.count {
+            let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw error(errno, "write failed")
             }
+            done += n
         }
     }
 

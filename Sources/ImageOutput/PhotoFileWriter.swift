@@ -159,12 +159,14 @@ public final class PhotoFileWriter: Sendable {
                 pool.submit(bytes: memory) { [self] worker in
                     if let raw {
                         self.writeFile(base + ".dng", step: stepNumber, format: "dng", record: record, out: out) { fd in
-                            try self.scratch.with(worker) { try DNGEncoder.write(raw, facts: facts, colourGains: metadata.colourGains, to: fd, scratch: &$0) }
+                            try DNGEncoder.write(raw, facts: facts, colourGains: metadata.colourGains, to: fd)
                         }
                     }
                     if let yuv {
                         self.writeFile(base + ".jpg", step: stepNumber, format: "jpeg", record: record, out: out) { fd in
-                            try OutputDirectory.writeAll(fd, try JPEGEncoder.encode(yuv, quality: self.jpegQuality, facts: facts))
+                            try JPEGEncoder.encode(yuv, quality: self.jpegQuality, facts: facts, scratch: self.scratch.jpeg(worker)) {
+                                try OutputDirectory.writeAll(fd, $0)
+                            }
                         }
                     }
                     record.jobFinished()
@@ -200,12 +202,12 @@ public final class PhotoFileWriter: Sendable {
     }
 }
 
-/// Per-worker memory for unpacked raw samples, reused from photo to photo.
-final class ScratchMemory: @unchecked Sendable {
-    private var buffers: [[UInt16]]
-    init(workers: Int) { buffers = Array(repeating: [], count: workers) }
-    /// Only worker `index`'s thread calls this with `index`, so no two threads share a buffer.
-    func with<R>(_ index: Int, _ body: (inout [UInt16]) throws -> R) rethrows -> R { try body(&buffers[index]) }
+/// Per-worker JPEG output memory, reused from photo to photo. Only worker `index`'s thread
+/// uses `jpeg(index)`, so no two threads share one.
+final class ScratchMemory: Sendable {
+    private let jpegs: [JPEGScratch]
+    init(workers: Int) { jpegs = (0..<workers).map { _ in JPEGScratch() } }
+    func jpeg(_ index: Int) -> JPEGScratch { jpegs[index] }
 }
 
 /// What one capture produced so far, shared by the capture loop and the workers.

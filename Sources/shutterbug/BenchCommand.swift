@@ -10,7 +10,7 @@ import Glibc
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Benchmarks (figures printed side by side; never timed tests).",
-        subcommands: [BenchStream.self, BenchBracket.self])
+        subcommands: [BenchStream.self, BenchBracket.self, BenchOutput.self])
 }
 
 struct BenchStream: AsyncParsableCommand {

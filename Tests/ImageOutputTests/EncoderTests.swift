@@ -6,7 +6,7 @@ import Testing
 
 @Suite("Bayer packing, file names, durable writes, the pool", .timeLimit(.minutes(3)))
 struct OutputUnitTests {
-    @Test("CSI-2 RAW10/RAW12 and unpacked rows round-trip at every width", arguments: [10, 12])
+    @Test("CSI-2 RAW10/RAW12 and unpacked rows round-trip (simulator's packer, DNG writer's unpacker) at every width", arguments: [10, 12])
     func packRoundTrip(bits: Int) {
         var rng = SystemRandomNumberGenerator()
         for packing in [BayerPacking.csi2, .none] {
@@ -18,7 +18,7 @@ struct OutputUnitTests {
                 // Nothing written past the row.
                 #expect(packed[format.rowBytes(width: width)...].allSatisfy { $0 == 0xAA })
                 var back = [UInt16](repeating: 0, count: width)
-                packed.withUnsafeBufferPointer { p in back.withUnsafeMutableBufferPointer { BayerPacker.unpack(p.baseAddress!, width: width, format: format, into: $0.baseAddress!) } }
+                packed.withUnsafeBufferPointer { p in back.withUnsafeMutableBufferPointer { RawUnpacker.unpack(p.baseAddress!, width: width, format: format, into: $0.baseAddress!) } }
                 #expect(back == samples, "width \(width) \(packing)")
             }
         }
@@ -64,9 +64,8 @@ struct OutputUnitTests {
                                exposureTime: .milliseconds(10), iso: 100, subjectDistance: nil, exposureBias: nil, exposureMode: 1)
         let root = NSTemporaryDirectory() + "sb-dng-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: root) }
-        var scratch: [UInt16] = []
         let file = try OutputDirectory(path: root, reserve: 0).write("exact.dng") { fd in
-            try DNGEncoder.write(frame, facts: facts, colourGains: ColourGains(red: 2, blue: 1.5), to: fd, scratch: &scratch)
+            try DNGEncoder.write(frame, facts: facts, colourGains: ColourGains(red: 2, blue: 1.5), to: fd)
         }
         let r = try tool("unprocessed_raw", ["-q", file.path])
         #expect(r.status == 0, "\(r.err)")

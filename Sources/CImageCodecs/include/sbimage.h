@@ -36,11 +36,25 @@ typedef struct sbi_photo_facts {
 	int exposure_mode;         /* EXIF ExposureMode: 0 auto, 1 manual, 2 auto bracket */
 } sbi_photo_facts;
 
-/* A raw Bayer frame, unpacked, one uint16 per sample at the sensor's depth. */
+/* How raw rows sit in memory: 8-bit, 16-bit little-endian containers, or MIPI CSI-2 packed
+ * (RAW10: 4 samples in 5 bytes; RAW12: 2 in 3). */
+typedef enum sbi_packing {
+	SBI_PACKING_NONE = 0,
+	SBI_PACKING_CSI2 = 1,
+} sbi_packing;
+
+/* Unpacks one row of `width` samples to 16 bits (at their native depth). 0, or -EINVAL for a
+ * depth or packing it does not know. */
+int sbi_unpack_row(const uint8_t *src, uint32_t width, uint32_t bits, sbi_packing packing, uint16_t *out);
+
+/* A raw Bayer frame as the camera delivered it. */
 typedef struct sbi_dng_image {
 	uint32_t width;
 	uint32_t height;
-	const uint16_t *samples;   /* width * height, row-major */
+	const uint8_t *data;       /* first row */
+	size_t stride;             /* bytes from one row to the next */
+	uint32_t bits;             /* 8, 10, 12 or 16 */
+	sbi_packing packing;
 	uint8_t cfa[4];            /* TIFF CFAPattern: 0 red, 1 green, 2 blue; 2x2 row by row */
 	uint32_t white_level;
 	float black_level[4];      /* per CFA site */
@@ -52,7 +66,9 @@ typedef struct sbi_dng_image {
 } sbi_dng_image;
 
 /* Writes a DNG 1.4 to `fd` (opened read-write, empty): IFD 0 the RGB preview, its SubIFD the
- * raw CFA image, an EXIF IFD with the facts. `fd` stays open; the caller syncs and closes it. */
+ * raw CFA image (16-bit, unpacked strip by strip as it is written, with write-back started
+ * after each strip so the disk works while the next is unpacked), an EXIF IFD with the facts.
+ * `fd` stays open; the caller syncs and closes it. */
 int sbi_dng_write(int fd, const sbi_dng_image *image, const sbi_photo_facts *facts,
 		  char *err, size_t errlen);
 
@@ -66,9 +82,12 @@ typedef struct sbi_yuv420 {
 
 /* Encodes `image` to a baseline JPEG in memory with quality 1..100, straight from the planes
  * (no colour conversion). `app1` (may be NULL) is written as the APP1 segment, e.g. EXIF.
- * On success *out is malloc'ed; free it with sbi_free(). */
+ *
+ * The output goes into *buffer (malloc'ed, *capacity bytes; NULL and 0 to start), which is
+ * reused from call to call: when it is too small it is replaced by a larger one (the old one
+ * freed) and *capacity updated. *out_len is the JPEG's length. Free the buffer with sbi_free(). */
 int sbi_jpeg_encode(const sbi_yuv420 *image, int quality, const uint8_t *app1, size_t app1_len,
-		    uint8_t **out, size_t *out_len, char *err, size_t errlen);
+		    uint8_t **buffer, size_t *capacity, size_t *out_len, char *err, size_t errlen);
 
 /* Builds an EXIF APP1 payload ("Exif\0\0" + TIFF) with the facts, the pixel dimensions and,
  * when given, a JPEG thumbnail in IFD 1. On success *out is malloc'ed; free with sbi_free(). */

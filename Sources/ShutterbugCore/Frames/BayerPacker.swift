@@ -1,5 +1,6 @@
-/// Converts Bayer rows between 16-bit samples and the layouts cameras deliver: 8-bit, 16-bit
-/// little-endian containers, and MIPI CSI-2 RAW10/RAW12 packing (libcamera's `_CSI2P`).
+/// Packs Bayer rows of 16-bit samples into the layouts cameras deliver: 8-bit, 16-bit
+/// little-endian containers, and MIPI CSI-2 RAW10/RAW12 packing (libcamera's `_CSI2P`), for
+/// the simulated camera. The DNG writer's unpacker (`RawUnpacker`) is its inverse.
 public enum BayerPacker {
     /// Packs `samples` (values below 2^bits) into `out`, which holds
     /// `BayerFormat.rowBytes(width: samples.count)` bytes.
@@ -45,44 +46,6 @@ public enum BayerPacker {
                 for i in 0..<n { out[i] = UInt8(truncatingIfNeeded: samples[i]) }
             } else {
                 UnsafeMutableRawPointer(out).copyMemory(from: samples.baseAddress!, byteCount: n * 2)
-            }
-        }
-    }
-
-    /// Unpacks one row of `width` samples from `row` (in `format`'s layout) into `out`, the
-    /// samples at their native depth (the low bits).
-    public static func unpack(_ row: UnsafePointer<UInt8>, width: Int, format: BayerFormat, into out: UnsafeMutablePointer<UInt16>) {
-        switch (format.packing, format.bits) {
-        case (.csi2, 10):
-            var i = 0, o = 0
-            while i + 4 <= width {
-                let low = UInt16(row[o + 4])
-                out[i] = UInt16(row[o]) << 2 | low & 3
-                out[i + 1] = UInt16(row[o + 1]) << 2 | (low >> 2) & 3
-                out[i + 2] = UInt16(row[o + 2]) << 2 | (low >> 4) & 3
-                out[i + 3] = UInt16(row[o + 3]) << 2 | (low >> 6) & 3
-                i += 4
-                o += 5
-            }
-            if i < width {
-                let low = UInt16(row[o + width - i])
-                for k in 0..<(width - i) { out[i + k] = UInt16(row[o + k]) << 2 | (low >> (2 * UInt16(k))) & 3 }
-            }
-        case (.csi2, 12):
-            var i = 0, o = 0
-            while i + 2 <= width {
-                let low = UInt16(row[o + 2])
-                out[i] = UInt16(row[o]) << 4 | low & 0xf
-                out[i + 1] = UInt16(row[o + 1]) << 4 | low >> 4
-                i += 2
-                o += 3
-            }
-            if i < width { out[i] = UInt16(row[o]) << 4 | UInt16(row[o + 1]) & 0xf }
-        default:
-            if format.bits <= 8 {
-                for i in 0..<width { out[i] = UInt16(row[i]) }
-            } else {
-                UnsafeMutableRawPointer(out).copyMemory(from: row, byteCount: width * 2)
             }
         }
     }
