@@ -241,3 +241,45 @@ func sidecarFrame(_ w: WrittenCapture, step: Int) throws -> [String: Any] {
 extension String {
     func leftPad(_ n: Int) -> String { count >= n ? self : String(repeating: "0", count: n - count) + self }
 }
+
+@Suite("the writer under load", .timeLimit(.minutes(3)))
+struct WriterLoadTests {
+    @Test("a capture that finds the pool full waits, reports back-pressure, and still writes every file")
+    func backPressure() async throws {
+        let root = NSTemporaryDirectory() + "sb-load-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var o = SimulationOptions()
+        o.clock = .virtual
+        let profile = SensorProfile.imx477
+        let cam = SimulatedCamera(profile: profile, options: o)
+        let interval = o.ipaMinInterval
+        let session = CaptureSession(backend: cam) { _ in CameraTiming(profile: profile, mode: cam.sensorMode, ipaMinInterval: interval) }
+        let config = try await session.start(streams: [StreamRequest(role: .still, width: 1332, height: 990)], preparedBracketCount: 3)
+        // Room for one photo's copy at a time: the second capture must wait for the first's
+        // files.
+        let frame = config.streams[0].frameSize
+        let writer = try PhotoFileWriter(directory: try OutputDirectory(path: root, reserve: 0), streams: config.streams,
+                                         camera: CameraDescription(profile: profile), pool: ProcessingPool(workers: 1, memoryLimit: frame))
+        func run(_ settings: PhotoSettings) async throws -> [String] {
+            var events: [String] = []
+            for try await e in writer.capture(settings, on: session) {
+                switch e {
+                case .backPressure: events.append("backPressure")
+                case .fileWritten(let f): events.append(f.format)
+                case .writeFailed(_, _, let err): events.append("failed: \(err)")
+                default: break
+                }
+            }
+            return events
+        }
+        async let a = run(PhotoSettings(bracket: .exposureBias([-1, 0, 1]), formats: [.jpeg]))
+        async let b = run(PhotoSettings(bracket: .exposureBias([-1, 1]), formats: [.jpeg]))
+        let (ea, eb) = try await (a, b)
+        await session.stop()
+        #expect(ea.filter { $0 == "jpeg" }.count == 3 && eb.filter { $0 == "jpeg" }.count == 2, "\(ea) \(eb)")
+        #expect(ea.filter { $0 == "json" }.count == 1 && eb.filter { $0 == "json" }.count == 1)
+        #expect(ea.contains("backPressure") != eb.contains("backPressure"), "exactly one of the two waited: \(ea) \(eb)")
+        #expect(!(ea + eb).contains { $0.hasPrefix("failed") })
+        #expect(writer.pool.load.peak <= 3 * frame, "the pool never held more than one capture: \(writer.pool.load.peak)")
+    }
+}
