@@ -159,6 +159,7 @@ void sbc_camera::requestComplete(Request *request)
 		n++;
 	}
 	c.stream_count = n;
+	c.request_sequence = request->sequence();
 
 	const ControlList &md = request->metadata();
 	if (auto v = md.get(controls::SensorTimestamp)) {
@@ -198,6 +199,12 @@ void sbc_camera::requestComplete(Request *request)
 		c.metadata_set |= SBC_META_LUX;
 		c.lux = *v;
 	}
+#ifdef LIBCAMERA_HAS_RPI_VENDOR_CONTROLS_CONTROL_LIST_SEQUENCE
+	if (auto v = md.get(controls::rpi::ControlListSequence)) {
+		c.metadata_set |= SBC_META_CONTROL_LIST_SEQUENCE;
+		c.control_list_sequence = *v;
+	}
+#endif
 
 	{
 		std::lock_guard<std::mutex> guard(lock);

@@ -80,9 +80,10 @@ extension CaptureSession {
 
     private func begin(_ capture: ActiveCapture, _ planned: [(ResolvedStep, BracketScheduler.Step)]) {
         capture.resolved.steps = planned.map(\.0)
-        capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing)
+        capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing, now: now())
         capture.phase = .bracketing
         capture.continuation.yield(.settingsResolved(capture.resolved))
+        startTicking()
     }
 
     /// Judges a completed frame for the capture at the head of the queue; true when the
@@ -137,7 +138,7 @@ extension CaptureSession {
 
     private func bracket(_ c: CompletedRequest, _ capture: ActiveCapture) -> Bool {
         guard var s = capture.scheduler else { return false }
-        let actions = s.complete(cookie: c.cookie, status: c.status, metadata: c.metadata)
+        let actions = s.complete(cookie: c.cookie, requestSequence: c.requestSequence, status: c.status, metadata: c.metadata, now: now())
         capture.scheduler = s
         var keep = false
         for a in actions {
@@ -157,14 +158,27 @@ extension CaptureSession {
             case .finished:
                 complete(capture)
             case .failed(_, let reason):
-                for slot in capture.heldSlots { returnSlot(slot) }
-                capture.photos.removeAll()
-                captures.removeFirst()
-                capture.finish(throwing: ShutterbugError(.timeout, reason))
-                if !captures.isEmpty { activate() }
+                abandon(capture, reason: reason)
             }
         }
         return keep
+    }
+
+    /// The bracket cannot complete: its held buffers go back, the next capture starts.
+    private func abandon(_ capture: ActiveCapture, reason: String) {
+        for slot in capture.heldSlots { returnSlot(slot) }
+        capture.photos.removeAll()
+        if let i = captures.firstIndex(where: { $0 === capture }) { captures.remove(at: i) }
+        capture.finish(throwing: ShutterbugError(.timeout, reason))
+        if !captures.isEmpty { activate() }
+    }
+
+    /// Lets the head bracket's scheduler see time pass (a stall produces no frames to judge).
+    func tick() {
+        guard let capture = captures.first, case .bracketing = capture.phase, var s = capture.scheduler else { return }
+        let actions = s.tick(now: now())
+        capture.scheduler = s
+        for case .failed(_, let reason) in actions { abandon(capture, reason: reason) }
     }
 
     /// Every step is captured: exposure ended, photos in step order, finished. The next capture

@@ -12,6 +12,9 @@ public actor CaptureSession {
     /// The camera's timing in the configured mode (known once `start` has configured it).
     public private(set) var timing: CameraTiming
     private let timingForConfiguration: @Sendable (CameraConfiguration) -> CameraTiming
+    /// The clock the scheduler is given (the camera's: its frames' timestamps are on it).
+    let now: @Sendable () -> SensorTime
+    private var ticker: Task<Void, Never>?
     /// Request slots beyond a bracket's photos, so the sensor never starves while photos are
     /// held: the pipeline depth.
     public static let pipelineDepth = 4
@@ -46,9 +49,15 @@ public actor CaptureSession {
     }
     var baselineControls: CameraControls { baseline }
 
-    /// - Parameter timing: the camera's timing for the configuration `start` settles on.
-    public init(backend: any CameraBackend, timing: @escaping @Sendable (CameraConfiguration) -> CameraTiming) {
+    /// - Parameters:
+    ///   - clock: the time the bracket scheduler judges stalls by; default the camera's own
+    ///     clock (`backend.now`), so a simulated camera in virtual time never "stalls" because
+    ///     the machine is slow.
+    ///   - timing: the camera's timing for the configuration `start` settles on.
+    public init(backend: any CameraBackend, clock: (@Sendable () -> SensorTime)? = nil,
+                timing: @escaping @Sendable (CameraConfiguration) -> CameraTiming) {
         self.backend = backend
+        self.now = clock ?? { [backend] in backend.now }
         self.timingForConfiguration = timing
         self.timing = CameraTiming(landingOffsets: 3...5, lineTime: .microseconds(30), margin: .milliseconds(2), minFramePeriod: .milliseconds(33), ipaMinInterval: .zero, gainRange: 1...16, exposureRange: .microseconds(30)...(.seconds(1)), readoutTime: .milliseconds(30))
     }
@@ -117,6 +126,27 @@ public actor CaptureSession {
         return config
     }
 
+    /// While brackets run, lets their schedulers see time pass every quarter second, so a
+    /// camera that stops delivering frames fails the bracket instead of hanging it.
+    func startTicking() {
+        guard ticker == nil else { return }
+        ticker = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+                guard let self, await self.keepTicking() else { return }
+            }
+        }
+    }
+
+    private func keepTicking() -> Bool {
+        tick()
+        if captures.isEmpty || !running {
+            ticker = nil
+            return false
+        }
+        return true
+    }
+
     /// The most steps a bracket can have with the buffers prepared.
     public var maxBracketedCapturePhotoCount: Int { prepared }
 
@@ -126,6 +156,8 @@ public actor CaptureSession {
         running = false
         try? backend.stop()
         pump?.cancel()
+        ticker?.cancel()
+        ticker = nil
         fail(ShutterbugError(.invalidState, "the session stopped"))
     }
 

@@ -9,6 +9,13 @@ import ShutterbugCore
 /// frame + the earliest landing whose metadata carries the step's target. A step that has not
 /// shown by the latest landing (dropped frame, a write overtaken by a later one) is requested
 /// again; it is never attributed to a frame that does not carry it.
+///
+/// Where the camera names the request whose controls took effect on each frame (the Raspberry
+/// Pi fork's `rpi::ControlListSequence`), that name identifies the step, and the metadata must
+/// still agree; elsewhere the metadata alone does.
+///
+/// Time is an input, never read: each completion and each `tick` carries `now`, so a stall
+/// (no frame at all for `stallTimeout`) fails the bracket the same way under test as on a Pi.
 public struct BracketScheduler: Sendable {
     public struct Step: Sendable, Hashable {
         public var controls: CameraControls
@@ -27,12 +34,15 @@ public struct BracketScheduler: Sendable {
         case duplicate(step: Int)
         /// The request completed with an error or was cancelled.
         case requestFailed
+        /// The camera says the frame carries this step's request, but its metadata disagrees.
+        case controlsDisagree(step: Int)
 
         public var description: String {
             switch self {
             case .noStepMatches: return "carries no pending step's settings"
             case .duplicate(let s): return "repeats step \(s + 1)"
             case .requestFailed: return "request failed"
+            case .controlsDisagree(let s): return "reports step \(s + 1)'s request but not its settings"
             }
         }
     }
@@ -56,6 +66,8 @@ public struct BracketScheduler: Sendable {
     public let restore: CameraControls
     public let timing: CameraTiming
     public let maxAttempts: Int
+    /// No frame at all for this long fails the bracket.
+    public let stallTimeout: Duration
 
     private var plan = Ring<Planned>(capacity: 16)
     /// The step each outstanding request carries, by cookie.
@@ -65,13 +77,23 @@ public struct BracketScheduler: Sendable {
     private var delivered: [UInt32?]
     private var attempts: [Int]
     private var done = false
+    /// libcamera request sequence → step, for cameras that report `ControlListSequence`.
+    private var stepOfRequest: [UInt32: Int] = [:]
+    /// When the last frame came back.
+    private var lastProgress: SensorTime
 
-    public init(steps: [Step], restore: CameraControls, timing: CameraTiming, maxAttempts: Int = 4) {
+    /// - Parameters:
+    ///   - now: the time the bracket starts, on the clock later `now`s come from.
+    ///   - stallTimeout: default: 2 s or ten of the bracket's longest frames, whichever is more.
+    public init(steps: [Step], restore: CameraControls, timing: CameraTiming, maxAttempts: Int = 4, now: SensorTime, stallTimeout: Duration? = nil) {
         precondition(!steps.isEmpty, "a bracket has at least one step")
         self.steps = steps
         self.restore = restore
         self.timing = timing
         self.maxAttempts = maxAttempts
+        let longest = steps.map { timing.framePeriod(for: $0.target.exposure ?? .zero) }.max() ?? timing.minFramePeriod
+        self.stallTimeout = stallTimeout ?? max(.seconds(2), longest * 10)
+        lastProgress = now
         window = Array(repeating: nil, count: steps.count)
         delivered = Array(repeating: nil, count: steps.count)
         attempts = Array(repeating: 1, count: steps.count)
@@ -95,11 +117,18 @@ public struct BracketScheduler: Sendable {
     }
 
     /// Judges one completed request's frame; returns what to do about it.
-    public mutating func complete(cookie: UInt64, status: CompletedRequest.Status, metadata m: FrameMetadata) -> [Action] {
+    ///
+    /// - Parameters:
+    ///   - requestSequence: libcamera's `Request::sequence()` of the completed request, the
+    ///     number `controlListSequence` refers to (when the camera reports one).
+    ///   - now: when the frame came back.
+    public mutating func complete(cookie: UInt64, requestSequence: UInt32? = nil, status: CompletedRequest.Status, metadata m: FrameMetadata, now: SensorTime) -> [Action] {
         guard !done else { return [] }
+        lastProgress = max(lastProgress, now)
         var actions: [Action] = []
         let seq = Int64(m.sequence)
         if let i = requested.removeValue(forKey: cookie) {
+            if let r = requestSequence { stepOfRequest[r] = i }
             // The frame paired with step i's request: its sensor controls land later.
             let period = timing.framePeriod(for: steps[i].target.exposure ?? .zero)
             let latest = Int64(timing.latestLanding(framePeriod: period))
@@ -114,7 +143,21 @@ public struct BracketScheduler: Sendable {
         }
 
         let open = steps.indices.filter { delivered[$0] == nil && (window[$0].map { seq >= $0.lowerBound } ?? false) }
-        if let i = open.first(where: { carries(step: $0, m) }) {
+        if let named = m.controlListSequence {
+            // The camera names the request whose controls this frame carries.
+            if let i = stepOfRequest[UInt32(truncatingIfNeeded: named)] {
+                if delivered[i] == nil && carries(step: i, m) {
+                    delivered[i] = m.sequence
+                    actions.append(.photo(step: i))
+                } else if delivered[i] == nil {
+                    actions.append(.discard(sequence: m.sequence, reason: .controlsDisagree(step: i)))
+                } else if isInsideBracket(seq) {
+                    actions.append(.discard(sequence: m.sequence, reason: .duplicate(step: i)))
+                }
+            } else if isInsideBracket(seq) && !open.isEmpty {
+                actions.append(.discard(sequence: m.sequence, reason: .noStepMatches))
+            }
+        } else if let i = open.first(where: { carries(step: $0, m) }) {
             delivered[i] = m.sequence
             actions.append(.photo(step: i))
         } else if isInsideBracket(seq) {
@@ -130,6 +173,15 @@ public struct BracketScheduler: Sendable {
             actions.append(.finished)
         }
         return actions
+    }
+
+    /// Lets time pass without a frame: fails the bracket once none has come for `stallTimeout`.
+    public mutating func tick(now: SensorTime) -> [Action] {
+        guard !done, now - lastProgress > stallTimeout else { return [] }
+        done = true
+        let i = delivered.firstIndex { $0 == nil } ?? 0
+        let waited = (now - lastProgress).secondsValue
+        return [.failed(step: i, reason: "no frame came back for \((waited * 10).rounded() / 10) s (limit \(stallTimeout.secondsValue) s): the camera stalled before step \(i + 1) (\(steps[i].target)) was captured")]
     }
 
     /// Whether a frame falls between the earliest landing of the bracket and its last step.

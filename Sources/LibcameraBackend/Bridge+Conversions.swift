@@ -36,6 +36,7 @@ extension CompletedRequest {
         if has(SBC_META_COLOUR_GAINS) { m.colourGains = ColourGains(red: Double(c.colour_gains.0), blue: Double(c.colour_gains.1)) }
         if has(SBC_META_COLOUR_TEMPERATURE) { m.colourTemperature = Int(c.colour_temperature) }
         if has(SBC_META_LUX) { m.lux = Double(c.lux) }
+        if has(SBC_META_CONTROL_LIST_SEQUENCE) { m.controlListSequence = c.control_list_sequence }
         // Without SensorTimestamp (vimc), the buffer's own timestamp is the frame's clock. A
         // cancelled request's buffer metadata is not filled in: ignore it.
         if m.sensorTimestamp == nil, c.status == SBC_REQUEST_COMPLETE, c.buffer_timestamp_ns > 0, c.buffer_timestamp_ns < UInt64(Int64.max) {
@@ -48,6 +49,6 @@ extension CompletedRequest {
         case SBC_REQUEST_ERROR: status = .error
         default: status = .complete
         }
-        self.init(slot: Int(c.slot), cookie: c.cookie, status: status, metadata: m, buffers: buffers)
+        self.init(slot: Int(c.slot), cookie: c.cookie, status: status, metadata: m, buffers: buffers, requestSequence: c.request_sequence)
     }
 }

@@ -27,6 +27,9 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     private var running = false
     private var stopping = false
     private var lost = false
+    private var requestedStall: Duration?
+    /// Virtual time: the completion time of the frame last delivered.
+    private var virtualNow: SensorTime?
     private var released = false
     private var thread: OSThread?
     private var startCount: UInt64 = 0
@@ -60,6 +63,23 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             analogueGain: profile.analogueGainRange,
             frameDuration: m.minFramePeriod...(m.maxExposure + m.margin),
             lensPosition: profile.lensRange)
+    }
+
+    /// Real time: CLOCK_MONOTONIC. Virtual time: the completion time of the newest frame.
+    public var now: SensorTime {
+        guard options.clock == .virtual else { return MonotonicClock.now() }
+        return lock.withLock { virtualNow } ?? MonotonicClock.now()
+    }
+
+    // MARK: Fault injection
+
+    /// The sensor delivers nothing for `duration`, from the next frame on: a pipeline that
+    /// hangs (real time), or a jump in the sequence numbers (virtual time).
+    public func stall(for duration: Duration) {
+        lock.withLock {
+            requestedStall = duration
+            lock.broadcast()
+        }
     }
 
     // MARK: Configuration
@@ -242,6 +262,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
         let realTime = options.clock == .realTime
         let faults = options.faults
         var faultRNG = SplitMix64(seed: options.seed ^ 0xFA17)
+        var injected: Duration?
         while true {
             let timing = pipeline.beginFrame()
             if let f = faults.disconnectAtFrame, timing.sequence >= f {
@@ -254,22 +275,27 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                 completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away at frame \(timing.sequence)"))
                 return
             }
-            if let f = faults.stallAtFrame, timing.sequence == f {
+            let stallFor = faults.stallAtFrame == timing.sequence ? faults.stallDuration : injected
+            injected = nil
+            if let stallFor {
                 if realTime {
-                    let resume = MonotonicClock.now() + faults.stallDuration
+                    let resume = MonotonicClock.now() + stallFor
                     let interrupted = lock.withLock { () -> Bool in
                         while !stopping, !lost, MonotonicClock.now() < resume { lock.wait(until: resume) }
                         return stopping || lost
                     }
                     if interrupted { return }
                 }
-                pipeline.stall(for: faults.stallDuration)
+                pipeline.stall(for: stallFor)
                 continue
             }
 
             // One lock per frame: wait, then take the request (nil in real time when the queue
             // ran dry: the frame is lost) or learn that the loop must end.
             let next: (request: SimulatedPipeline.Request?, end: Bool) = lock.withLock {
+                injected = requestedStall
+                requestedStall = nil
+                if !realTime { virtualNow = timing.completion }
                 if realTime {
                     while !stopping, !lost, MonotonicClock.now() < timing.completion {
                         lock.wait(until: timing.completion)
@@ -299,7 +325,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                 let failed = faults.requestErrorProbability > 0 && faultRNG.unit() < faults.requestErrorProbability
                 completions.push(CompletedRequest(
                     slot: slot, cookie: frame.request.cookie, status: failed ? .error : .complete,
-                    metadata: frame.metadata, buffers: boxes))
+                    metadata: frame.metadata, buffers: boxes, requestSequence: frame.requestSequence))
             }
         }
     }

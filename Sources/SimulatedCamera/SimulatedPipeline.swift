@@ -55,6 +55,8 @@ public struct SimulatedPipeline: Sendable {
     /// A frame paired with a request.
     public struct Frame: Sendable {
         public var request: Request
+        /// The request's number in pairing (= queueing) order, libcamera's `Request::sequence()`.
+        public var requestSequence: UInt32
         public var metadata: FrameMetadata
         public var recipe: FrameRecipe
     }
@@ -73,7 +75,13 @@ public struct SimulatedPipeline: Sendable {
     /// The next sensor frame's number.
     public private(set) var sequence: UInt64 = 0
     var current: SensorSettings
-    var writes = Ring<(frame: UInt64, settings: SensorSettings)>(capacity: 8)
+    /// Sensor writes waiting for their frame, each with the request whose controls the IPA
+    /// run that made it had just applied.
+    var writes = Ring<(frame: UInt64, settings: SensorSettings, request: UInt32)>(capacity: 8)
+    /// The request behind the sensor settings in force (`ControlListSequence`).
+    var inForceRequest: UInt32?
+    /// Requests paired so far.
+    var pairedRequests: UInt32 = 0
     var lastLanding: UInt64?
     var lastRun: (frame: UInt64, late: Bool)?
     /// The settings of the last write scheduled.
@@ -119,6 +127,7 @@ public struct SimulatedPipeline: Sendable {
         if let t = pendingTiming { return t }
         while let w = writes.first, w.frame <= sequence {
             current = w.settings
+            inForceRequest = w.request
             _ = writes.popFirst()
         }
         let fd = mode.lineTime * current.frameLengthLines
@@ -146,18 +155,21 @@ public struct SimulatedPipeline: Sendable {
         let midExposure = timing.readout + mode.readoutTime / 2 - timing.exposure / 2
         let physicalLens = lens.physicalPosition(at: midExposure)
 
+        let requestSequence = pairedRequests
+        pairedRequests &+= 1
+        let controlList = inForceRequest
         apply(request.controls)
         let colourGains = manualColourGains.flatMap { awbEnabled ? nil : $0 } ?? Self.sceneNeutralGains
 
         let ipaRuns = lastIPARun.map { timing.readout - $0 >= options.ipaMinInterval * 0.9 } ?? true
         if ipaRuns {
             lastIPARun = timing.readout
-            _ = schedule(agcSettings(filtered: true), pairedWith: timing.sequence)
+            _ = schedule(agcSettings(filtered: true), pairedWith: timing.sequence, request: requestSequence)
             stepLens(at: timing.completion)
         }
 
         let analogue = profile.gainModel.gain(forCode: exposed.gainCode)
-        let metadata = FrameMetadata(
+        var metadata = FrameMetadata(
             sequence: UInt32(truncatingIfNeeded: timing.sequence),
             sensorTimestamp: timing.readout,
             exposureTime: timing.exposure,
@@ -168,6 +180,7 @@ public struct SimulatedPipeline: Sendable {
             colourGains: colourGains,
             colourTemperature: awbEnabled ? 5000 : nil,
             lux: options.sceneLux)
+        if options.reportsControlListSequence { metadata.controlListSequence = controlList.map { Int64($0) } }
         let total = analogue * exposed.digitalGain
         let recipe = FrameRecipe(
             sequence: timing.sequence,
@@ -175,7 +188,7 @@ public struct SimulatedPipeline: Sendable {
             totalGain: total,
             defocus: profile.hasFocusMotor ? abs(physicalLens - subjectDioptres) : 0,
             colourGains: colourGains)
-        return .completed(Frame(request: request, metadata: metadata, recipe: recipe))
+        return .completed(Frame(request: request, requestSequence: requestSequence, metadata: metadata, recipe: recipe))
     }
 
     /// Lets `duration` pass with the sensor running and no frame delivered (a stall).
@@ -195,7 +208,7 @@ public struct SimulatedPipeline: Sendable {
     /// at random as well, but only where catching up hides nothing: after a frame without a
     /// run (a skip or a drop), or when the write repeats the one before it. Catching up merges
     /// two queued writes onto one frame, which would otherwise lose the first of them.
-    mutating func schedule(_ settings: SensorSettings, pairedWith frame: UInt64) -> UInt64 {
+    mutating func schedule(_ settings: SensorSettings, pairedWith frame: UInt64, request: UInt32) -> UInt64 {
         let offsets = profile.delays.landingOffsets
         var late: Bool
         switch options.landing {
@@ -214,14 +227,14 @@ public struct SimulatedPipeline: Sendable {
         lastRun = (frame, late)
         if let previous = lastLanding, landing <= previous, let last = writes.last, last.frame == previous {
             // Caught up: this write merges with the previous one (which it repeats).
-            writes.replaceLast(with: (previous, settings))
+            writes.replaceLast(with: (previous, settings, request))
             lastWritten = settings
             return previous
         }
         lastLanding = landing
         lastWritten = settings
         if writes.count == writes.capacity { _ = writes.popFirst() }
-        writes.append((landing, settings))
+        writes.append((landing, settings, request))
         return landing
     }
 }

@@ -36,6 +36,10 @@ public struct SimulationOptions: Hashable, Sendable {
     public var lensSettleTime: Duration = .milliseconds(12)
     /// Most dioptres the lens moves per algorithm run (1.5 on the Pi, 2.0 with fast AF).
     public var lensMaxStep: Double = 1.5
+    /// Report `rpi::ControlListSequence` (the Raspberry Pi fork's metadata naming the request
+    /// whose sensor controls took effect on each frame), as a libcamera with that control
+    /// does. Off by default: Debian's libcamera and upstream have no such control.
+    public var reportsControlListSequence = false
     public var faults = Faults()
 
     public init() {}

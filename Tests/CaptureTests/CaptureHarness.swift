@@ -6,12 +6,14 @@ import Testing
 
 /// A capture session on a simulated camera in virtual time.
 func simulatedSession(_ profile: SensorProfile, landing: SimulationOptions.Landing = .random, drops: Double = 0, seed: UInt64 = 1,
-                      stream: StreamRequest = StreamRequest(role: .still), prepared: Int = 9) async throws -> (CaptureSession, SimulatedCamera) {
+                      stream: StreamRequest = StreamRequest(role: .still), prepared: Int = 9,
+                      configure: (inout SimulationOptions) -> Void = { _ in }) async throws -> (CaptureSession, SimulatedCamera) {
     var o = SimulationOptions()
     o.clock = .virtual
     o.landing = landing
     o.dropProbability = drops
     o.seed = seed
+    configure(&o)
     let cam = SimulatedCamera(profile: profile, options: o)
     let interval = o.ipaMinInterval
     let session = CaptureSession(backend: cam) { config in

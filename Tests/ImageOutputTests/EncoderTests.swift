@@ -47,7 +47,7 @@ struct OutputUnitTests {
     }
 
     @Test("a DNG's raw samples decode (LibRaw) to exactly what the sensor delivered", arguments: [(BayerPacking.csi2, 12), (.csi2, 10), (.none, 10)])
-    func dngSamplesExact(packing: BayerPacking, bits: Int) throws {
+    func dngSamplesExact(packing: BayerPacking, bits: Int) async throws {
         let w = 98, h = 37  // a partial CSI-2 group, a partial strip
         let format = BayerFormat(cfa: .gbrg, bits: bits, packing: packing)
         let stride = (format.rowBytes(width: w) + 63) & ~63
@@ -67,7 +67,7 @@ struct OutputUnitTests {
         let file = try OutputDirectory(path: root, reserve: 0).write("exact.dng") { fd in
             try DNGEncoder.write(frame, facts: facts, colourGains: ColourGains(red: 2, blue: 1.5), to: fd)
         }
-        let r = try tool("unprocessed_raw", ["-q", file.path])
+        let r = try await tool("unprocessed_raw", ["-q", file.path])
         #expect(r.status == 0, "\(r.err)")
         let pgm = try Data(contentsOf: URL(fileURLWithPath: file.path + ".pgm"))
         let header = Array("P5\n\(w) \(h)\n65535\n".utf8)

@@ -6,8 +6,19 @@ import ShutterbugCore
 import SimulatedCamera
 import Testing
 
-/// Runs a tool nobody here wrote; its absence is a failure that says what to install.
-func tool(_ name: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
+/// Runs a tool nobody here wrote (off Swift's cooperative pool); its absence is a failure that
+/// says what to install.
+func tool(_ name: String, _ args: [String]) async throws -> (status: Int32, out: Data, err: String) {
+    let r = try await withCheckedThrowingContinuation { (c: CheckedContinuation<(status: Int32, out: Data, err: String), any Error>) in
+        DispatchQueue.global().async { c.resume(with: Result { try runTool(name, args) }) }
+    }
+    if r.status == 127 {
+        Issue.record("\(name) is not installed; board/setup-host.sh installs it (libimage-exiftool-perl, libraw-bin, libjpeg-turbo-progs)")
+    }
+    return r
+}
+
+func runTool(_ name: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     p.arguments = [name] + args
@@ -18,23 +29,20 @@ func tool(_ name: String, _ args: [String]) throws -> (status: Int32, out: Data,
     let o = out.fileHandleForReading.readDataToEndOfFile()
     let e = err.fileHandleForReading.readDataToEndOfFile()
     p.waitUntilExit()
-    if p.terminationStatus == 127 {
-        Issue.record("\(name) is not installed; board/setup-host.sh installs it (libimage-exiftool-perl, libraw-bin, libjpeg-turbo-progs)")
-    }
     return (p.terminationStatus, o, String(decoding: e, as: UTF8.self))
 }
 
 /// exiftool's numeric view of a file: tag name to value.
-func exif(_ path: String) throws -> [String: Any] {
-    let r = try tool("exiftool", ["-j", "-n", path])
+func exif(_ path: String) async throws -> [String: Any] {
+    let r = try await tool("exiftool", ["-j", "-n", path])
     let list = try JSONSerialization.jsonObject(with: r.out) as? [[String: Any]]
     return list?.first ?? [:]
 }
 
 /// Mean of the black-subtracted green samples of a DNG as LibRaw decodes it (unprocessed_raw's
 /// 16-bit PGM of the raw data).
-func greenMean(_ dng: String, cfa: CFAPattern, black: Double) throws -> Double {
-    let r = try tool("unprocessed_raw", ["-q", dng])
+func greenMean(_ dng: String, cfa: CFAPattern, black: Double) async throws -> Double {
+    let r = try await tool("unprocessed_raw", ["-q", dng])
     #expect(r.status == 0, "unprocessed_raw: \(r.err)")
     let data = try Data(contentsOf: URL(fileURLWithPath: dng + ".pgm"))
     try? FileManager.default.removeItem(atPath: dng + ".pgm")
@@ -143,7 +151,7 @@ struct FileTests {
             let exposure = try #require(m.exposureTime).secondsValue
             let iso = try #require(m.totalGain).iso
             for path in [dng, jpg] {
-                let t = try exif(path)
+                let t = try await exif(path)
                 #expect(t["Make"] as? String == "Raspberry Pi")
                 #expect(t["Model"] as? String == profile.model)
                 let e = try #require(t["ExposureTime"] as? Double, "\(path): no ExposureTime")
@@ -169,7 +177,7 @@ struct FileTests {
                 }
             }
             // DNG specifics.
-            let t = try exif(dng)
+            let t = try await exif(dng)
             let gains = try #require(m.colourGains)
             let neutral = (t["AsShotNeutral"] as? String)?.split(separator: " ").compactMap { Double($0) } ?? []
             #expect(neutral.count == 3 && abs(neutral[0] - 1 / gains.red) < 1e-4 && abs(neutral[2] - 1 / gains.blue) < 1e-4, "AsShotNeutral \(neutral)")
@@ -178,18 +186,18 @@ struct FileTests {
             #expect(t["DNGVersion"] as? String == "1 4 0 0")
             #expect(t["ColorMatrix1"] is String)
             // LibRaw: size and CFA.
-            let id = String(decoding: try tool("raw-identify", ["-v", dng]).out, as: UTF8.self)
+            let id = String(decoding: try await tool("raw-identify", ["-v", dng]).out, as: UTF8.self)
             let lines = id.split(separator: "\n").map { $0.split(separator: " ").joined(separator: " ") }
             #expect(lines.contains("Image size: \(raw.0) x \(raw.1)"), "\(id)")
             #expect(lines.contains("Filter pattern: \(String(repeating: profile.cfa.rawValue, count: 4))"), "\(profile.cfa) in \(id)")
             #expect(id.contains("Thumb size:"))
             // djpeg decodes the JPEG at the still stream's size.
-            let d = try tool("djpeg", ["-pnm", jpg])
+            let d = try await tool("djpeg", ["-pnm", jpg])
             #expect(d.status == 0, "djpeg: \(d.err)")
             #expect(String(decoding: d.out.prefix(20), as: UTF8.self).hasPrefix("P6\n640 480\n"))
-            let thumb = try tool("exiftool", ["-b", "-ThumbnailImage", jpg])
+            let thumb = try await tool("exiftool", ["-b", "-ThumbnailImage", jpg])
             #expect(thumb.out.count > 100 && thumb.out.prefix(2) == Data([0xFF, 0xD8]), "EXIF thumbnail is a JPEG")
-            greens.append(try greenMean(dng, cfa: profile.cfa, black: Double(profile.blackLevel)))
+            greens.append(try await greenMean(dng, cfa: profile.cfa, black: Double(profile.blackLevel)))
         }
         // Steps: E, 2E, 4E at double gain = 1, 2 and 3 stops over the first.
         // Raw data carries exposure × analogue gain; digital gain is the ISP's.

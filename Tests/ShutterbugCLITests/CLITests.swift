@@ -11,9 +11,15 @@ struct CLITests {
     }
 
     /// Runs the shutterbug built next to this test bundle (SwiftPM puts both in one folder).
-    static func shutterbug(_ args: String...) throws -> Run { try shutterbug(args) }
+    static func shutterbug(_ args: String...) async throws -> Run { try await shutterbug(args) }
 
-    static func shutterbug(_ args: [String]) throws -> Run {
+    /// Runs the binary off Swift's cooperative pool (a GCD thread waits for it), so a test
+    /// waiting for a process never starves the async work of tests running beside it.
+    static func shutterbug(_ args: [String]) async throws -> Run {
+        try await offPool { try runShutterbug(args) }
+    }
+
+    static func runShutterbug(_ args: [String]) throws -> Run {
         let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let exe = dir.appendingPathComponent("shutterbug")
         guard FileManager.default.isExecutableFile(atPath: exe.path) else {
@@ -36,8 +42,8 @@ struct CLITests {
     }
 
     @Test("stream prints one line per frame with what it was exposed with")
-    func stream() throws {
-        let r = try Self.shutterbug("stream", "--camera", "sim:imx477", "--frames", "8", "--virtual-time")
+    func stream() async throws {
+        let r = try await Self.shutterbug("stream", "--camera", "sim:imx477", "--frames", "8", "--virtual-time")
         #expect(r.status == 0, "\(r.stderr)")
         let frames = r.stdout.split(separator: "\n").filter { $0.hasPrefix("#") }
         #expect(frames.count == 8)
@@ -46,10 +52,10 @@ struct CLITests {
     }
 
     @Test("without --camera and no libcamera camera it says it uses the simulated IMX477")
-    func defaultCamera() throws {
-        let r = try Self.shutterbug("stream", "--frames", "2", "--virtual-time")
+    func defaultCamera() async throws {
+        let r = try await Self.shutterbug("stream", "--frames", "2", "--virtual-time")
         #expect(r.status == 0)
-        let real = try Self.shutterbug("cameras", "--json").stdout.split(separator: "\n").contains { $0.contains("\"simulated\":false") }
+        let real = try await Self.shutterbug("cameras", "--json").stdout.split(separator: "\n").contains { $0.contains("\"simulated\":false") }
         if !real {
             #expect(r.stderr.contains("sim:imx477"))
             #expect(r.stdout.contains("camera sim:imx477"))
@@ -57,16 +63,16 @@ struct CLITests {
     }
 
     @Test("a change queued with a request is reported on the frame that first carries it")
-    func applyAt() throws {
-        let r = try Self.shutterbug("stream", "--camera", "sim:imx219", "--frames", "16", "--virtual-time", "--landing", "early",
+    func applyAt() async throws {
+        let r = try await Self.shutterbug("stream", "--camera", "sim:imx219", "--frames", "16", "--virtual-time", "--landing", "early",
                                     "--apply-at", "4", "--exposure", "1/250", "--gain", "2")
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("3 frames after the request's own frame 4"), "\(r.stdout)")
     }
 
     @Test("--json prints one object per frame and a summary")
-    func json() throws {
-        let r = try Self.shutterbug("stream", "--camera", "sim:imx708", "--frames", "5", "--virtual-time", "--json", "--lens", "2")
+    func json() async throws {
+        let r = try await Self.shutterbug("stream", "--camera", "sim:imx708", "--frames", "5", "--virtual-time", "--json", "--lens", "2")
         #expect(r.status == 0, "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.count == 6)
@@ -90,16 +96,23 @@ struct CLITests {
         (["stream", "--camera", "sim:imx477", "--frames", "0"], "1...1000000"),
         (["stream", "--camera", "/base/no/such"], "no libcamera camera"),
     ])
-    func badInput(args: [String], expected: String) throws {
-        let r = try Self.shutterbug(args)
+    func badInput(args: [String], expected: String) async throws {
+        let r = try await Self.shutterbug(args)
         #expect(r.status != 0)
         #expect(r.stderr.contains(expected), "stderr: \(r.stderr)")
     }
 
     @Test("cameras lists the simulated profiles")
-    func cameras() throws {
-        let r = try Self.shutterbug("cameras")
+    func cameras() async throws {
+        let r = try await Self.shutterbug("cameras")
         #expect(r.status == 0)
         for m in ["imx219", "imx477", "imx708", "imx296", "ov5647"] { #expect(r.stdout.contains("sim:\(m)")) }
+    }
+}
+
+/// Runs blocking work (a child process, a poll loop) on a GCD thread and awaits it.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { c in
+        DispatchQueue.global().async { c.resume(with: Result { try body() }) }
     }
 }

@@ -13,7 +13,13 @@ struct OutputCLITests {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("shutterbug").path
     }
 
-    static func sh(_ script: String, _ args: [String] = []) throws -> (status: Int32, out: String, err: String) {
+    /// Runs a shell script off Swift's cooperative pool and returns what it did; expectations
+    /// stay in the test's own task.
+    static func sh(_ script: String, _ args: [String] = []) async throws -> (status: Int32, out: String, err: String) {
+        try await offPool { try shBlocking(script, args) }
+    }
+
+    static func shBlocking(_ script: String, _ args: [String]) throws -> (status: Int32, out: String, err: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/sh")
         p.arguments = ["-c", script, "sh"] + args
@@ -40,15 +46,15 @@ struct OutputCLITests {
 
     /// A complete, decodable file: DNG through LibRaw, JPEG through djpeg without a warning,
     /// JSON through the parser.
-    static func checkComplete(_ path: String) throws {
+    static func checkComplete(_ path: String) async throws {
         switch (path as NSString).pathExtension {
         case "dng":
-            let r = try sh("raw-identify -v \"$1\"", [path])
+            let r = try await sh("raw-identify -v \"$1\"", [path])
             #expect(r.status == 0 && r.out.contains("Image size:"), "\(path) is not a readable DNG: \(r.err)")
-            let u = try sh("unprocessed_raw -q \"$1\" && rm -f \"$1.pgm\"", [path])
+            let u = try await sh("unprocessed_raw -q \"$1\" && rm -f \"$1.pgm\"", [path])
             #expect(u.status == 0, "LibRaw cannot decode \(path): \(u.err)")
         case "jpg":
-            let r = try sh("djpeg \"$1\" > /dev/null", [path])
+            let r = try await sh("djpeg \"$1\" > /dev/null", [path])
             #expect(r.status == 0 && r.err.isEmpty, "\(path) is not a complete JPEG: \(r.err)")
         case "json":
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -59,7 +65,7 @@ struct OutputCLITests {
     }
 
     @Test("a filesystem that fills mid-bracket: a clear error, no partial file, earlier files intact")
-    func fullDisk() throws {
+    func fullDisk() async throws {
         let work = NSTemporaryDirectory() + "sb-enospc-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: work + "/mnt", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: work) }
@@ -90,7 +96,7 @@ struct OutputCLITests {
                 unshare --user --map-root-user --mount sh -c "$inner" sh "$work" "$exe"
             fi
             """
-        let r = try Self.sh(script, [work, Self.exe])
+        let r = try await Self.sh(script, [work, Self.exe])
         try #require(r.status != 90, "could not mount a small tmpfs in a private mount namespace (needs root or user namespaces): \(r.err)")
         try #require(r.status == 0, "the test harness failed: \(r.err)")
         let status = try String(contentsOfFile: work + "/status", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -103,7 +109,7 @@ struct OutputCLITests {
         #expect(temporary.isEmpty, "temporary files left behind: \(temporary)")
         let dngs = final.filter { $0.hasSuffix(".dng") }
         #expect(dngs.count >= 1 && dngs.count < 6, "written before the disk filled: \(final)\n\(stdout)")
-        for f in final { try Self.checkComplete(work + "/photos/" + f) }
+        for f in final { try await Self.checkComplete(work + "/photos/" + f) }
         // Each DNG written is reported, and every reported file exists.
         for line in stdout.split(separator: "\n") where line.hasPrefix("wrote ") {
             let path = String(line.dropFirst(6).prefix { $0 != " " })
@@ -111,38 +117,45 @@ struct OutputCLITests {
         }
     }
 
+    /// Starts a bracket writing into `dir` and SIGKILLs it as soon as a file is being written
+    /// and at least `filesBefore` are done. Returns whether it caught it mid-write.
+    static func runAndKill(into dir: String, once filesBefore: Int) throws -> Bool {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: exe)
+        p.arguments = ["bracket", "--camera", "sim:imx477", "--exposures", "1/100,1/50,1/25,1/100,1/50,1/25", "--format", "dng,jpeg", "--output", dir]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let deadline = Date().addingTimeInterval(60)
+        var killed = false
+        while p.isRunning && Date() < deadline {
+            let (final, temporary) = files(dir)
+            if !temporary.isEmpty && final.count >= filesBefore {
+                kill(p.processIdentifier, SIGKILL)
+                killed = true
+                break
+            }
+            usleep(2_000)
+        }
+        p.waitUntilExit()
+        return killed
+    }
+
     @Test("a writer killed mid-write leaves no partial file under a final name; the next run sweeps its temporaries")
-    func killedWriter() throws {
+    func killedWriter() async throws {
         let root = NSTemporaryDirectory() + "sb-kill-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: root) }
         // Kill at three moments: while the first file is being written, and later ones.
         for (round, filesBefore) in [0, 2, 5].enumerated() {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: Self.exe)
-            p.arguments = ["bracket", "--camera", "sim:imx477", "--exposures", "1/100,1/50,1/25,1/100,1/50,1/25", "--format", "dng,jpeg", "--output", root + "/r\(round)"]
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            let deadline = Date().addingTimeInterval(60)
-            var killedWhileWriting = false
-            while p.isRunning && Date() < deadline {
-                let (final, temporary) = Self.files(root + "/r\(round)")
-                if !temporary.isEmpty && final.count >= filesBefore {
-                    kill(p.processIdentifier, SIGKILL)
-                    killedWhileWriting = true
-                    break
-                }
-                usleep(2_000)
-            }
-            p.waitUntilExit()
+            let killedWhileWriting = try await offPool { try Self.runAndKill(into: root + "/r\(round)", once: filesBefore) }
             #expect(killedWhileWriting, "round \(round): never saw a file being written")
             let (final, temporary) = Self.files(root + "/r\(round)")
-            for f in final { try Self.checkComplete(root + "/r\(round)/" + f) }
+            for f in final { try await Self.checkComplete(root + "/r\(round)/" + f) }
             #expect(!final.contains { $0.hasSuffix(".json") }, "the sidecar comes last; a killed capture has none")
             if round == 0 { #expect(!temporary.isEmpty, "killed mid-write, a temporary file stays (and is swept next time)") }
         }
         // A new run into the same directory removes the dead writers' temporary files.
-        let again = try Self.sh("\"$1\" bracket --camera sim:imx477 --virtual-time --exposures 1/100 --format jpeg --output \"$2\"", [Self.exe, root + "/r0"])
+        let again = try await Self.sh("\"$1\" bracket --camera sim:imx477 --virtual-time --exposures 1/100 --format jpeg --output \"$2\"", [Self.exe, root + "/r0"])
         #expect(again.status == 0, "\(again.err)")
         #expect(Self.files(root + "/r0").temporary.isEmpty)
     }

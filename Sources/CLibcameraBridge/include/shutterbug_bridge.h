@@ -207,6 +207,9 @@ typedef enum sbc_metadata_bit {
 	SBC_META_COLOUR_GAINS = 1u << 6,
 	SBC_META_COLOUR_TEMPERATURE = 1u << 7,
 	SBC_META_LUX = 1u << 8,
+	/* rpi::ControlListSequence: the Raspberry Pi fork names the request whose controls took
+	 * effect on this frame (compiled in only where the header defines it). */
+	SBC_META_CONTROL_LIST_SEQUENCE = 1u << 9,
 } sbc_metadata_bit;
 
 typedef struct sbc_completion {
@@ -215,6 +218,7 @@ typedef struct sbc_completion {
 	sbc_completion_status status;
 	uint32_t stream_count;
 	uint32_t sequence;                        /* FrameMetadata::sequence of the first buffer */
+	uint32_t request_sequence;                /* Request::sequence(): queued-request count */
 	uint64_t buffer_timestamp_ns;             /* FrameMetadata::timestamp of the first buffer */
 	uint32_t bytes_used[SBC_MAX_STREAMS];     /* first plane of each stream's buffer */
 	uint32_t metadata_set;                    /* OR of sbc_metadata_bit */
@@ -227,6 +231,7 @@ typedef struct sbc_completion {
 	float colour_gains[2];
 	int32_t colour_temperature;
 	float lux;
+	int64_t control_list_sequence;            /* a Request::sequence(); see the bit above */
 } sbc_completion;
 
 /* True once libcamera reported the camera gone (Camera::disconnected); the event fd is

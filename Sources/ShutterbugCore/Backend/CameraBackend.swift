@@ -11,6 +11,11 @@
 public protocol CameraBackend: AnyObject, Sendable {
     var info: CameraInfo { get }
 
+    /// Now, on the clock of this camera's `SensorTimestamp`s: CLOCK_MONOTONIC for a real
+    /// camera. A simulated camera in virtual time answers its virtual time, which stands still
+    /// while no frame comes.
+    var now: SensorTime { get }
+
     /// What the camera accepts, for validating settings before they are sent.
     var controlLimits: ControlLimits { get }
 
@@ -46,4 +51,8 @@ public protocol CameraBackend: AnyObject, Sendable {
 
     /// Stops if needed, frees buffers and gives the camera back. The handle is unusable after.
     func release()
+}
+
+extension CameraBackend {
+    public var now: SensorTime { MonotonicClock.now() }
 }

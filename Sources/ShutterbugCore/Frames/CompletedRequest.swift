@@ -18,12 +18,16 @@ public struct CompletedRequest: Sendable {
     /// One buffer per configured stream, in configuration order; lent until `slot` is queued
     /// again.
     public var buffers: [any FrameBuffer]
+    /// libcamera's `Request::sequence()`: the request's number among those queued since
+    /// `start`, the number `FrameMetadata.controlListSequence` refers to. Not a frame number.
+    public var requestSequence: UInt32?
 
-    public init(slot: Int, cookie: UInt64, status: Status, metadata: FrameMetadata, buffers: [any FrameBuffer]) {
+    public init(slot: Int, cookie: UInt64, status: Status, metadata: FrameMetadata, buffers: [any FrameBuffer], requestSequence: UInt32? = nil) {
         self.slot = slot
         self.cookie = cookie
         self.status = status
         self.metadata = metadata
         self.buffers = buffers
+        self.requestSequence = requestSequence
     }
 }

@@ -17,6 +17,10 @@ public struct FrameMetadata: Hashable, Sendable {
     public var colourGains: ColourGains?
     public var colourTemperature: Int?
     public var lux: Double?
+    /// The `requestSequence` of the request whose controls took effect on this frame, where
+    /// the camera says (the Raspberry Pi fork's `rpi::ControlListSequence`); `nil` elsewhere,
+    /// and then only the reported values tell which settings a frame carries.
+    public var controlListSequence: Int64?
 
     public init(
         sequence: UInt32, sensorTimestamp: SensorTime? = nil, exposureTime: Duration? = nil,
