@@ -209,6 +209,7 @@ struct Bracket: AsyncParsableCommand {
                 o.add("digitalGain", p.metadata.digitalGain?.value)
                 o.add("frameDurationUs", p.metadata.frameDuration?.microsecondsValue)
                 o.add("lensPosition", p.metadata.lensPosition?.value)
+                o.add("controlListSequence", p.metadata.controlListSequence)
                 if output != nil { o.add("files", files.filter { $0.step == p.step.index + 1 }.map(\.path).sorted()) }
                 print(o.text)
             }

@@ -35,6 +35,9 @@ struct CameraOptions: ParsableArguments {
     @Flag(name: .long, help: "Simulated camera: run in virtual time, as fast as the CPU allows, instead of real time.")
     var virtualTime = false
 
+    @Flag(name: .long, help: "Simulated camera: report rpi::ControlListSequence (the request whose controls each frame carries), as the Raspberry Pi fork's newest libcamera does.")
+    var controlListSequence = false
+
     /// The simulation options these flags describe.
     ///
     /// - Throws: `ValidationError` naming the accepted range.
@@ -62,6 +65,7 @@ struct CameraOptions: ParsableArguments {
         o.sceneLux = sceneLux
         o.subjectDistance = subjectDistance
         o.clock = clock ?? (virtualTime ? .virtual : .realTime)
+        o.reportsControlListSequence = controlListSequence
         return o
     }
 
