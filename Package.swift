@@ -70,14 +70,15 @@ let package = Package(
             dependencies: ["ShutterbugCore"],
             path: "Tests/CameraConformance"
         ),
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ShutterbugCoreTests", dependencies: ["ShutterbugCore"]),
         .testTarget(
             name: "SimulatedCameraTests",
             dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance"]
         ),
-        .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug"]),
+        .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport"]),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore"]),
-        .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore"]),
+        .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport"]),
         .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore"]),
         .testTarget(
             name: "LibcameraBackendTests",

@@ -4,32 +4,17 @@ import Foundation
 import ImageOutput
 import ShutterbugCore
 import SimulatedCamera
+import TestSupport
 import Testing
 
 /// Runs a tool nobody here wrote (off Swift's cooperative pool); its absence is a failure that
 /// says what to install.
 func tool(_ name: String, _ args: [String]) async throws -> (status: Int32, out: Data, err: String) {
-    let r = try await withCheckedThrowingContinuation { (c: CheckedContinuation<(status: Int32, out: Data, err: String), any Error>) in
-        DispatchQueue.global().async { c.resume(with: Result { try runTool(name, args) }) }
-    }
-    if r.status == 127 {
+    let c = try await runChild("/usr/bin/env", [name] + args)
+    if c.status == 127 {
         Issue.record("\(name) is not installed; board/setup-host.sh installs it (libimage-exiftool-perl, libraw-bin, libjpeg-turbo-progs)")
     }
-    return r
-}
-
-func runTool(_ name: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    p.arguments = [name] + args
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, o, String(decoding: e, as: UTF8.self))
+    return (c.status, c.stdout, c.err)
 }
 
 /// exiftool's numeric view of a file: tag name to value.

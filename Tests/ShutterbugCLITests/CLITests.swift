@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The `shutterbug` binary as a person runs it: output, JSON, and messages for bad input.
@@ -20,25 +21,12 @@ struct CLITests {
     }
 
     static func runShutterbug(_ args: [String]) throws -> Run {
-        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let exe = dir.appendingPathComponent("shutterbug")
-        guard FileManager.default.isExecutableFile(atPath: exe.path) else {
-            throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: exe.path])
+        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("shutterbug").path
+        guard FileManager.default.isExecutableFile(atPath: exe) else {
+            throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: exe])
         }
-        let p = Process()
-        p.executableURL = exe
-        p.arguments = args
-        var env = ProcessInfo.processInfo.environment
-        env["SHUTTERBUG_CAMERA"] = nil
-        p.environment = env
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Run(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+        let r = try runChildBlocking(exe, args)
+        return Run(status: r.status, stdout: r.out, stderr: r.err)
     }
 
     @Test("stream prints one line per frame with what it was exposed with")
@@ -107,12 +95,5 @@ struct CLITests {
         let r = try await Self.shutterbug("cameras")
         #expect(r.status == 0)
         for m in ["imx219", "imx477", "imx708", "imx296", "ov5647"] { #expect(r.stdout.contains("sim:\(m)")) }
-    }
-}
-
-/// Runs blocking work (a child process, a poll loop) on a GCD thread and awaits it.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { c in
-        DispatchQueue.global().async { c.resume(with: Result { try body() }) }
     }
 }

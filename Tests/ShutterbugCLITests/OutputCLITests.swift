@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -16,24 +17,8 @@ struct OutputCLITests {
     /// Runs a shell script off Swift's cooperative pool and returns what it did; expectations
     /// stay in the test's own task.
     static func sh(_ script: String, _ args: [String] = []) async throws -> (status: Int32, out: String, err: String) {
-        try await offPool { try shBlocking(script, args) }
-    }
-
-    static func shBlocking(_ script: String, _ args: [String]) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", script, "sh"] + args
-        var env = ProcessInfo.processInfo.environment
-        env["SHUTTERBUG_CAMERA"] = nil
-        p.environment = env
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        let r = try await runChild("/bin/sh", ["-c", script, "sh"] + args)
+        return (r.status, r.out, r.err)
     }
 
     /// Final-named files under `dir`, and any temporary ones.

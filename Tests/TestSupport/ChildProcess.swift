@@ -1,0 +1,57 @@
+import Foundation
+
+/// What a child process did.
+public struct ChildResult: Sendable {
+    public var status: Int32
+    public var stdout: Data
+    public var stderr: Data
+    public var out: String { String(decoding: stdout, as: UTF8.self) }
+    public var err: String { String(decoding: stderr, as: UTF8.self) }
+}
+
+/// Runs `executable` with `args` to the end, reading both pipes at once (so neither fills and
+/// stalls the child), with `SHUTTERBUG_CAMERA` removed from the environment so tests choose
+/// their camera. Blocks the calling thread: from async code use `runChild`.
+public func runChildBlocking(_ executable: String, _ args: [String]) throws -> ChildResult {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: executable)
+    p.arguments = args
+    var env = ProcessInfo.processInfo.environment
+    env["SHUTTERBUG_CAMERA"] = nil
+    p.environment = env
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    let errData = LockedData()
+    let done = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+        errData.set(err.fileHandleForReading.readDataToEndOfFile())
+        done.signal()
+    }
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    done.wait()
+    p.waitUntilExit()
+    return ChildResult(status: p.terminationStatus, stdout: o, stderr: errData.get())
+}
+
+/// `runChildBlocking` off Swift's cooperative pool: a GCD thread waits for the child, so a
+/// test waiting for a process never starves the async work of tests running beside it.
+public func runChild(_ executable: String, _ args: [String]) async throws -> ChildResult {
+    try await offPool { try runChildBlocking(executable, args) }
+}
+
+/// Runs blocking work on a GCD thread and awaits it. Keep expectations out of `body`: they
+/// belong to the test's own task.
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { c in
+        DispatchQueue.global().async { c.resume(with: Result { try body() }) }
+    }
+}
+
+private final class LockedData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+    func set(_ d: Data) { lock.lock(); data = d; lock.unlock() }
+    func get() -> Data { lock.lock(); defer { lock.unlock() }; return data }
+}
