@@ -103,8 +103,10 @@ int sbi_jpeg_encode(const sbi_yuv420 *im, int quality, const uint8_t *app1, size
 	const int copy = im->stride[0] < ypad || im->stride[1] < cpad || im->stride[2] < cpad;
 	if (copy) {
 		pad = malloc((size_t)ypad * 16 + (size_t)cpad * 8 * 2);
-		if (!pad)
+		if (!pad) {
+			snprintf(trap.message, sizeof(trap.message), "out of memory for padded rows");
 			longjmp(trap.jump, 1);
+		}
 	}
 	JSAMPROW yrows[16], urows[8], vrows[8];
 	JSAMPARRAY planes[3] = { yrows, urows, vrows };
