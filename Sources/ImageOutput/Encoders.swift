@@ -53,11 +53,6 @@ public enum JPEGEncoder {
     public static let qualityRange = 1...100
     static let thumbnailWidth = 160
 
-    /// The JPEG bytes of `frame` (YUV420) with `facts` in its EXIF.
-    public static func encode(_ frame: FrameCopy, quality: Int, facts: PhotoFacts?) throws -> [UInt8] {
-        try encode(frame, quality: quality, facts: facts, scratch: JPEGScratch()) { Array($0) }
-    }
-
     /// Encodes `frame` (YUV420) into `scratch` and calls `body` with the JPEG's bytes, valid
     /// during the call.
     ///
@@ -214,10 +209,7 @@ public enum DNGEncoder {
                 return facts.withCFacts { f in err.withUnsafeMutableBufferPointer { sbi_dng_write(fd, &image, f, $0.baseAddress!, $0.count) } }
             }
         }
-        if rc != 0 {
-            let code = ShutterbugError.fromErrno(rc, while: "").code
-            throw ShutterbugError(code, JPEGEncoder.message(err), errno: -rc)
-        }
+        if rc != 0 { throw OutputDirectory.error(-rc, JPEGEncoder.message(err)) }
     }
 }
 

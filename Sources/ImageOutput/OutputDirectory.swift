@@ -146,6 +146,7 @@ public final class OutputDirectory: Sendable {
         }
     }
 
+    /// A file-writing failure: `.noSpace` for a full disk or quota, else `.system`.
     static func error(_ e: Int32, _ what: String) -> ShutterbugError {
         ShutterbugError(e == ENOSPC || e == EDQUOT ? .noSpace : .system, what, errno: e)
     }

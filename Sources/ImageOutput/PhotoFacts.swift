@@ -143,36 +143,20 @@ public struct PhotoFacts: Sendable, Hashable {
 
     /// Calls `body` with the C view of these facts (its strings live for the call only).
     func withCFacts<R>(_ body: (UnsafePointer<sbi_photo_facts>) throws -> R) rethrows -> R {
-        try camera.make.withCString { make in
-            try camera.model.withCString { model in
-                try camera.uniqueModel.withCString { unique in
-                    try software.withCString { software in
-                        try description.withCString { desc in
-                            try uniqueID.withCString { uid in
-                                try (exposureStart?.exif ?? "").withCString { dt in
-                                    try (exposureStart?.subsec ?? "").withCString { sub in
-                                        try (exposureStart?.offset ?? "").withCString { off in
-                                            let hasTime = exposureStart != nil
-                                            var f = sbi_photo_facts(
-                                                make: make, model: model, unique_model: unique, software: software,
-                                                description: desc, unique_id: uid,
-                                                datetime: hasTime ? dt : nil, subsec: hasTime ? sub : nil, offset: hasTime ? off : nil,
-                                                exposure_s: exposureTime.map { $0.secondsValue } ?? 0,
-                                                iso: iso ?? 0,
-                                                subject_distance_m: subjectDistance.map { $0.isInfinite ? 4_294_967_295 : $0 } ?? -1,
-                                                exposure_bias_ev: exposureBias ?? 0,
-                                                has_exposure_bias: exposureBias == nil ? 0 : 1,
-                                                exposure_mode: Int32(exposureMode))
-                                            return try body(&f)
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let texts: [String?] = [camera.make, camera.model, camera.uniqueModel, software, description, uniqueID,
+                                exposureStart?.exif, exposureStart?.subsec, exposureStart?.offset]
+        let c = texts.map { $0.flatMap { strdup($0) } }
+        defer { for p in c { free(p) } }
+        var f = sbi_photo_facts(
+            make: c[0], model: c[1], unique_model: c[2], software: c[3], description: c[4], unique_id: c[5],
+            datetime: c[6], subsec: c[7], offset: c[8],
+            exposure_s: exposureTime.map { $0.secondsValue } ?? 0,
+            iso: iso ?? 0,
+            subject_distance_m: subjectDistance.map { $0.isInfinite ? 4_294_967_295 : $0 } ?? -1,
+            exposure_bias_ev: exposureBias ?? 0,
+            has_exposure_bias: exposureBias == nil ? 0 : 1,
+            exposure_mode: Int32(exposureMode))
+        return try body(&f)
     }
 }
 

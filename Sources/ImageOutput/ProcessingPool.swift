@@ -24,7 +24,6 @@ public final class ProcessingPool: @unchecked Sendable {
     private var busy = 0
     private var threads: [OSThread] = []
     private var peak = 0
-    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// - Parameters:
     ///   - workers: threads; default all online cores.
@@ -88,15 +87,6 @@ public final class ProcessingPool: @unchecked Sendable {
         }
     }
 
-    /// Waits until every queued job has run.
-    public func drain() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            lock.withLock {
-                if queue.isEmpty && busy == 0 { c.resume() } else { idleWaiters.append(c) }
-            }
-        }
-    }
-
     /// Runs the queued jobs, then stops the threads. Idempotent.
     public func shutdown() {
         let toJoin: [OSThread] = lock.withLock {
@@ -136,14 +126,10 @@ public final class ProcessingPool: @unchecked Sendable {
             }
             guard let next else { return }
             next.job(worker)
-            let idle: [CheckedContinuation<Void, Never>] = lock.withLock {
+            lock.withLock {
                 busy -= 1
                 release(next.bytes)
-                guard queue.isEmpty && busy == 0 else { return [] }
-                defer { idleWaiters = [] }
-                return idleWaiters
             }
-            for c in idle { c.resume() }
         }
     }
 }

@@ -36,9 +36,6 @@ public struct PixelFormat: Hashable, Sendable, CustomStringConvertible {
     public static let rgb888 = PixelFormat("RG24")
     /// 24-bit BGR, R G B bytes in memory. libcamera's `BGR888`.
     public static let bgr888 = PixelFormat("BG24")
-    /// 16-bit unpacked Bayer, samples in the low bits. libcamera's `SBGGR16` family uses
-    /// per-order codes; this is the BGGR one.
-    public static let sbggr16 = PixelFormat("BYR2")
 
     /// The four characters.
     public var code: String {
