@@ -79,6 +79,10 @@ extension CaptureSession {
     }
 
     private func begin(_ capture: ActiveCapture, _ planned: [(ResolvedStep, BracketScheduler.Step)]) {
+        if let reason = ambiguity(planned.map(\.1.target)) {
+            fail(capture, ShutterbugError(.invalidArgument, reason))
+            return
+        }
         capture.resolved.steps = planned.map(\.0)
         capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing, now: now())
         capture.phase = .bracketing
@@ -164,12 +168,25 @@ extension CaptureSession {
         return keep
     }
 
+    /// Two steps the frames' metadata cannot tell apart would get each other's frames and
+    /// still report success; unless the camera names each frame's request
+    /// (`ControlListSequence`), such a bracket is refused when it is planned.
+    func ambiguity(_ targets: [StepTarget]) -> String? {
+        guard recentMetadata.last?.controlListSequence == nil,
+              let (i, j) = StepTarget.firstAmbiguousPair(targets, lineTime: timing.lineTime) else { return nil }
+        return "steps \(i + 1) (\(targets[i])) and \(j + 1) (\(targets[j])) cannot be told apart by the frames' metadata (exposure within one line, \(Int(timing.lineTime.microsecondsValue.rounded())) µs, gain within \(Int(StepTarget.gainTolerance * 100))%); make them differ by more, or give them the same value"
+    }
+
     /// The bracket cannot complete: its held buffers go back, the next capture starts.
     private func abandon(_ capture: ActiveCapture, reason: String) {
+        fail(capture, ShutterbugError(.timeout, reason))
+    }
+
+    private func fail(_ capture: ActiveCapture, _ error: ShutterbugError) {
         for slot in capture.heldSlots { returnSlot(slot) }
         capture.photos.removeAll()
         if let i = captures.firstIndex(where: { $0 === capture }) { captures.remove(at: i) }
-        capture.finish(throwing: ShutterbugError(.timeout, reason))
+        capture.finish(throwing: error)
         if !captures.isEmpty { activate() }
     }
 

@@ -324,16 +324,19 @@ public actor CaptureSession {
         var notes: [String] = []
         var e = exposure, g = gain
         let er = timing.exposureRange, gr = timing.gainRange
-        if e < er.lowerBound || e > er.upperBound {
-            let clamped = min(max(e, er.lowerBound), er.upperBound)
-            notes.append("\(what): exposure \(e.exposureDescription) adjusted to \(clamped.exposureDescription) (sensor range \(er.lowerBound.microsecondsValue.rounded()) µs to \(er.upperBound.millisecondsDescription))")
-            e = clamped
+        // Out of range by more than rounding noise (an EV plan's 0.9999999 is not worth a
+        // notice): clamp and say so, with enough digits that the two numbers differ.
+        let clampedE = min(max(e, er.lowerBound), er.upperBound)
+        if abs((clampedE - e).nanosecondsValue) > 1 {
+            notes.append("\(what): exposure \(e.exposureDescription) adjusted to \(clampedE.exposureDescription) (sensor range \(er.lowerBound.microsecondsValue.rounded()) µs to \(er.upperBound.millisecondsDescription))")
         }
-        if g < gr.lowerBound || g > gr.upperBound {
-            let clamped = min(max(g, gr.lowerBound), gr.upperBound)
-            notes.append("\(what): gain \(String(format2: g)) adjusted to \(String(format2: clamped)) (sensor range \(String(format2: gr.lowerBound)) to \(String(format2: gr.upperBound)))")
-            g = clamped
+        e = clampedE
+        let clampedG = min(max(g, gr.lowerBound), gr.upperBound)
+        if abs(clampedG - g) > 1e-6 * clampedG {
+            let (from, to) = String.distinct(g, clampedG)
+            notes.append("\(what): gain \(from) adjusted to \(to) (sensor range \(String(format2: gr.lowerBound)) to \(String(format2: gr.upperBound)))")
         }
+        g = clampedG
         // Whole lines, so the target is what the sensor will report.
         return (StepTarget(exposure: timing.quantise(e), gain: g), notes)
     }
@@ -349,19 +352,11 @@ public actor CaptureSession {
             continuation.finish(throwing: f)
             return stream
         }
-        if let b = settings.bracket {
-            if case .lensPositions = b, !backend.controlLimits.supported.contains(.lensPosition) {
-                continuation.finish(throwing: ShutterbugError(.unsupported, "\(backend.info.id) has no focus motor; a focus bracket needs a camera with one, such as sim:imx708"))
-                return stream
-            }
-            if case .lensPositions = b {} else if !backend.controlLimits.supported.isSuperset(of: [.exposureTime, .analogueGain]) {
-                continuation.finish(throwing: ShutterbugError(.unsupported, "\(backend.info.id) does not support ExposureTime and AnalogueGain, so it cannot bracket exposures"))
-                return stream
-            }
-            if b.count > prepared || b.count == 0 {
-                continuation.finish(throwing: ShutterbugError(.invalidArgument, "a bracket of \(b.count) exceeds the \(prepared) prepared (maxBracketedCapturePhotoCount: \(slots) buffers allocated, \(Self.pipelineDepth) kept for the pipeline); the accepted range is 1...\(prepared)"))
-                return stream
-            }
+        do {
+            try validate(settings)
+        } catch {
+            continuation.finish(throwing: error)
+            return stream
         }
         let id = settings.uniqueID
         continuation.onTermination = { [weak self] reason in
@@ -370,6 +365,30 @@ public actor CaptureSession {
         captures.append(capture)
         if captures.count == 1 { activate() }
         return stream
+    }
+
+    /// Checks that this camera, as configured, can take `settings`, as `capture` does first;
+    /// lets a caller refuse a request before anything is captured.
+    ///
+    /// - Throws: `.unsupported` for a bracket the camera has no controls for, or
+    ///   `.invalidArgument` for more steps than `maxBracketedCapturePhotoCount`, with the range.
+    public func validate(_ settings: PhotoSettings) throws {
+        guard let b = settings.bracket else { return }
+        let supported = backend.controlLimits.supported
+        if case .lensPositions = b {
+            guard supported.contains(.lensPosition) else {
+                throw ShutterbugError(.unsupported, "\(backend.info.id) has no focus motor; a focus bracket needs a camera with one, such as sim:imx708")
+            }
+        } else if !supported.isSuperset(of: [.exposureTime, .analogueGain]) {
+            throw ShutterbugError(.unsupported, "\(backend.info.id) does not support ExposureTime and AnalogueGain, so it cannot bracket exposures")
+        }
+        if case .manualExposure(let steps) = b {
+            let targets = steps.map { adjust(exposure: $0.duration, gain: $0.gain.value, what: "").0 }
+            if let reason = ambiguity(targets) { throw ShutterbugError(.invalidArgument, reason) }
+        }
+        guard (1...prepared).contains(b.count) else {
+            throw ShutterbugError(.invalidArgument, "a bracket of \(b.count) steps does not fit: \(backend.info.id) has \(slots) buffers per stream and \(Self.pipelineDepth) stay in flight for the pipeline, so maxBracketedCapturePhotoCount is \(prepared) (accepted 1...\(prepared))")
+        }
     }
 
     /// The first frame whose exposure began at or after `instant` (`SensorTimestamp -
@@ -474,9 +493,10 @@ public actor CaptureSession {
                 carried = Int(m.sequence) >= Int(paired) + timing.landingOffsets.lowerBound && target.isCarried(by: m, lineTime: timing.lineTime)
             case .whiteBalance(let g):
                 // Colour is applied by the ISP to the paired frame itself.
-                if let r = m.colourGains { carried = m.sequence >= paired && abs(r.red - g.red) < 0.01 && abs(r.blue - g.blue) < 0.01 }
+                carried = m.sequence >= paired && StepTarget(colourGains: g).isCarried(by: m, lineTime: timing.lineTime)
             case .focus(let target):
-                carried = lensSettled(waiterID: id, target: target, m)
+                if locks[id]?.settle == nil { locks[id]?.settle = LensSettle(target: target) }
+                carried = locks[id]!.settle!.observe(m, timing: timing)
             }
             guard waiter.outcome == nil else { continue }
             if carried {
@@ -485,22 +505,6 @@ public actor CaptureSession {
                 settle(lock: id, .failure(ShutterbugError(.timeout, "\(waiter.kind) did not show in the 60 frames after its request")))
             }
         }
-    }
-
-    /// CAMERA-FACTS §4: the reported position is the commanded one and shows on the frame that
-    /// commanded the move; the lens is there one frame later plus the settle time.
-    private func lensSettled(waiterID id: Int, target: Double, _ m: FrameMetadata) -> Bool {
-        guard let r = m.lensPosition, abs(r.value - target) < 0.01, let ts = m.sensorTimestamp else {
-            locks[id]?.reachedAt = nil
-            return false
-        }
-        guard let reached = locks[id]?.reachedAt else {
-            // The move was commanded when this frame went through the IPA.
-            locks[id]?.reachedAt = ts + timing.readoutTime + .milliseconds(5)
-            return false
-        }
-        guard let start = m.exposureStart else { return false }
-        return start >= reached + timing.lensSettleTime
     }
 
     private func judgeFrameWaiters(_ c: CompletedRequest) -> Bool {
@@ -533,7 +537,7 @@ struct LockWaiter {
     var cookie: UInt64?
     var sharesRequestWith: Int?
     var pairedFrame: UInt32?
-    var reachedAt: SensorTime?
+    var settle: LensSettle?
     var continuation: CheckedContinuation<SyncPoint, any Error>?
     var outcome: Result<SyncPoint, any Error>?
 }

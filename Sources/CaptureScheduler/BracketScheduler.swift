@@ -10,6 +10,11 @@ import ShutterbugCore
 /// shown by the latest landing (dropped frame, a write overtaken by a later one) is requested
 /// again; it is never attributed to a frame that does not carry it.
 ///
+/// Focus steps go one at a time (the lens moves at most 1.5 dioptres per IPA run and a later
+/// request's position would overwrite an earlier one's before the lens got there): step i + 1 is
+/// requested once step i's frame is in, and a step's frame is the first exposed after the lens
+/// settled at its position (`LensSettle`), not merely the first that reports it.
+///
 /// Where the camera names the request whose controls took effect on each frame (the Raspberry
 /// Pi fork's `rpi::ControlListSequence`), that name identifies the step, and the metadata must
 /// still agree; elsewhere the metadata alone does.
@@ -69,7 +74,10 @@ public struct BracketScheduler: Sendable {
     /// No frame at all for this long fails the bracket.
     public let stallTimeout: Duration
 
-    private var plan = Ring<Planned>(capacity: 16)
+    private var plan = Ring<Planned>(capacity: 64)
+    /// Focus brackets: one step in flight at a time.
+    public let sequential: Bool
+    private var settle: [LensSettle?]
     /// The step each outstanding request carries, by cookie.
     private var requested: [UInt64: Int] = [:]
     /// Per step: the frame window in which it may land (from its latest request), and its frame.
@@ -97,8 +105,14 @@ public struct BracketScheduler: Sendable {
         window = Array(repeating: nil, count: steps.count)
         delivered = Array(repeating: nil, count: steps.count)
         attempts = Array(repeating: 1, count: steps.count)
-        for i in steps.indices { plan.append(.step(i)) }
-        plan.append(.restore)
+        sequential = steps.contains { $0.target.lens != nil }
+        settle = Array(repeating: nil, count: steps.count)
+        if sequential {
+            plan.append(.step(0))
+        } else {
+            for i in steps.indices { plan.append(.step(i)) }
+            plan.append(.restore)
+        }
     }
 
     public var isFinished: Bool { done }
@@ -132,9 +146,11 @@ public struct BracketScheduler: Sendable {
             // The frame paired with step i's request: its sensor controls land later.
             let period = timing.framePeriod(for: steps[i].target.exposure ?? .zero)
             let latest = Int64(timing.latestLanding(framePeriod: period))
-            // Focus needs the reported position, plus one frame for the exposure after the move.
-            let extra: Int64 = steps[i].target.lens != nil ? 1 + Int64(lensRuns(step: i)) : 0
+            // Focus: the lens moves once per IPA run, then settles for up to two frames.
+            let skip = latest - Int64(timing.landingOffsets.upperBound)
+            let extra: Int64 = steps[i].target.lens != nil ? 2 + Int64(lensRuns(step: i)) * (1 + skip) : 0
             window[i] = (seq + Int64(timing.landingOffsets.lowerBound))...(seq + latest + extra)
+            if let l = steps[i].target.lens { settle[i] = LensSettle(target: l) }
         }
         guard status == .complete else {
             if isInsideBracket(seq) { actions.append(.discard(sequence: m.sequence, reason: .requestFailed)) }
@@ -143,12 +159,19 @@ public struct BracketScheduler: Sendable {
         }
 
         let open = steps.indices.filter { delivered[$0] == nil && (window[$0].map { seq >= $0.lowerBound } ?? false) }
+        // Focus steps: each open one sees every frame once, to know when its lens settled.
+        var settled = Set<Int>()
+        for i in open where settle[i] != nil {
+            if settle[i]!.observe(m, timing: timing) { settled.insert(i) }
+        }
+        func matches(_ i: Int) -> Bool { steps[i].target.lens != nil ? settled.contains(i) : carries(step: i, m) }
         if let named = m.controlListSequence {
             // The camera names the request whose controls this frame carries.
             if let i = stepOfRequest[UInt32(truncatingIfNeeded: named)] {
-                if delivered[i] == nil && carries(step: i, m) {
+                if delivered[i] == nil && matches(i) {
                     delivered[i] = m.sequence
                     actions.append(.photo(step: i))
+                    planNext(after: i)
                 } else if delivered[i] == nil {
                     actions.append(.discard(sequence: m.sequence, reason: .controlsDisagree(step: i)))
                 } else if isInsideBracket(seq) {
@@ -157,9 +180,10 @@ public struct BracketScheduler: Sendable {
             } else if isInsideBracket(seq) && !open.isEmpty {
                 actions.append(.discard(sequence: m.sequence, reason: .noStepMatches))
             }
-        } else if let i = open.first(where: { carries(step: $0, m) }) {
+        } else if let i = open.first(where: matches) {
             delivered[i] = m.sequence
             actions.append(.photo(step: i))
+            planNext(after: i)
         } else if isInsideBracket(seq) {
             if let d = steps.indices.first(where: { delivered[$0] != nil && carries(step: $0, m) }) {
                 actions.append(.discard(sequence: m.sequence, reason: .duplicate(step: d)))
@@ -173,6 +197,16 @@ public struct BracketScheduler: Sendable {
             actions.append(.finished)
         }
         return actions
+    }
+
+    /// Focus brackets: the next step goes out once this one is in; after the last, the restore.
+    private mutating func planNext(after i: Int) {
+        guard sequential else { return }
+        if let next = steps.indices.first(where: { delivered[$0] == nil && window[$0] == nil && !requested.values.contains($0) }) {
+            plan.append(.step(next))
+        } else if delivered.allSatisfy({ $0 != nil }) {
+            plan.append(.restore)
+        }
     }
 
     /// Lets time pass without a frame: fails the bracket once none has come for `stallTimeout`.
@@ -190,11 +224,12 @@ public struct BracketScheduler: Sendable {
         return seq >= first && delivered.contains(where: { $0 == nil })
     }
 
-    /// Focus steps: a target the lens reaches in several runs.
+    /// Focus steps: the IPA runs the lens needs to reach the target from the previous step's
+    /// position (for the first step, from wherever it may be: either end of 0...15 dioptres).
     private func lensRuns(step i: Int) -> Int {
         guard let target = steps[i].target.lens else { return 0 }
-        let previous = i > 0 ? steps[i - 1].target.lens ?? target : target
-        return Int((abs(target - previous) / 1.5).rounded(.up))
+        let distance = i > 0 ? abs(target - (steps[i - 1].target.lens ?? target)) : max(target, 15 - target)
+        return Int((distance / 1.5).rounded(.up))
     }
 
     private func carries(step i: Int, _ m: FrameMetadata) -> Bool {
@@ -217,7 +252,7 @@ public struct BracketScheduler: Sendable {
             while let p = plan.popFirst() { rest.append(p) }
             plan.append(.step(i))
             for p in rest { plan.append(p) }
-            if !rest.contains(where: { if case .restore = $0 { return true } else { return false } }) { plan.append(.restore) }
+            if !sequential, !rest.contains(where: { if case .restore = $0 { return true } else { return false } }) { plan.append(.restore) }
             actions.append(.retry(step: i, attempt: attempts[i]))
         }
         return actions

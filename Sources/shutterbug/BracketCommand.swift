@@ -20,16 +20,16 @@ struct Bracket: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Exposure biases in stops from the metered exposure, e.g. -2,0,2.", valueName: "ev,..."))
     var ev: String?
 
-    @Option(name: .long, help: ArgumentHelp("Manual exposures, e.g. 1/1000,1/250,1/60.", valueName: "t,..."))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Manual exposures, e.g. 1/1000,1/250,1/60.", valueName: "t,..."))
     var exposures: String?
 
-    @Option(name: .long, help: ArgumentHelp("Analogue gain for --exposures (1.0 = ISO 100).", valueName: "gain"))
-    var gain: Double = 1.0
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Analogue gain for --exposures (1.0 = ISO 100; default 1.0).", valueName: "gain"))
+    var gain: Double?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lens positions in dioptres for a focus bracket, e.g. 0.5,1,2.", valueName: "dpt,..."))
     var focusSteps: String?
 
-    @Option(name: .long, help: ArgumentHelp("Lock focus at this lens position (dioptres) first.", valueName: "dpt"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lock focus at this lens position (dioptres) first.", valueName: "dpt"))
     var lens: Double?
 
     @Option(name: .long, help: ArgumentHelp("Stream role: still (full resolution), video or viewfinder.", valueName: "role"))
@@ -44,10 +44,10 @@ struct Bracket: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("File formats with --output: dng (raw), jpeg, or both.", valueName: "dng,jpeg"))
     var format: String = "dng,jpeg"
 
-    @Option(name: .long, help: ArgumentHelp("JPEG quality, 1...100.", valueName: "q"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("JPEG quality, 1...100.", valueName: "q"))
     var quality: Int = 92
 
-    @Option(name: .long, help: ArgumentHelp("MiB that must stay free on the output filesystem; a capture that would use them is refused.", valueName: "MiB"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("MiB that must stay free on the output filesystem; a capture that would use them is refused.", valueName: "MiB"))
     var reserve: Int = 64
 
     @Option(name: .long, help: ArgumentHelp("File names under --output: tokens {date} {time} {capture} {id} {step} {steps} {camera}; '/' makes folders.", valueName: "template"))
@@ -57,7 +57,13 @@ struct Bracket: AsyncParsableCommand {
         let given = [ev, exposures, focusSteps].compactMap { $0 }.count
         guard given == 1 else { throw ValidationError("give exactly one of --ev, --exposures or --focus-steps") }
         guard ["still", "video", "viewfinder"].contains(role) else { throw ValidationError("--role must be still, video or viewfinder, not '\(role)'") }
-        guard gain > 0 else { throw ValidationError("--gain must be positive, not \(gain)") }
+        if let gain {
+            guard exposures != nil else {
+                throw ValidationError("--gain applies to --exposures only; an --ev bracket meters its own gain and a --focus-steps bracket keeps the exposure in force")
+            }
+            try NumericInput.check(gain, "--gain", in: 0...1000, lowerOpen: true)
+        }
+        if let lens { try NumericInput.check(lens, "--lens", in: 0...100, unit: "dioptres") }
         _ = try bracketSettings()
         _ = try formats()
         guard JPEGEncoder.qualityRange.contains(quality) else { throw ValidationError("--quality must be in 1...100, not \(quality)") }
@@ -80,26 +86,15 @@ struct Bracket: AsyncParsableCommand {
     }
 
     func bracketSettings() throws -> BracketSettings {
-        func numbers(_ text: String, _ name: String) throws -> [Double] {
-            let values = text.split(separator: ",").map { Double($0.trimmingCharacters()) }
-            guard !values.isEmpty, values.allSatisfy({ $0 != nil }) else {
-                throw ValidationError("\(name) must be numbers separated by commas, e.g. -2,0,2, not '\(text)'")
-            }
-            guard (1...32).contains(values.count) else { throw ValidationError("\(name) takes 1 to 32 steps, not \(values.count)") }
-            return values.map { $0! }
-        }
         if let ev {
-            let v = try numbers(ev, "--ev")
-            guard v.allSatisfy({ (-8...8).contains($0) }) else { throw ValidationError("--ev biases must be in -8...8 stops, not \(ev)") }
-            return .exposureBias(v)
+            return .exposureBias(try NumericInput.numbers(ev, "--ev", in: -8...8, unit: "stops", example: "-2,0,2"))
         }
         if let exposures {
-            let items = exposures.split(separator: ",").map(String.init)
-            guard (1...32).contains(items.count) else { throw ValidationError("--exposures takes 1 to 32 steps, not \(items.count)") }
-            return .manualExposure(try items.map { (try ExposureParser.parse($0), Gain(gain)) })
+            let items = try NumericInput.list(exposures, "--exposures", example: "1/1000,1/250,1/60")
+            let g = Gain(gain ?? 1)
+            return .manualExposure(try items.map { (try NumericInput.exposure($0, "--exposures value"), g) })
         }
-        let v = try numbers(focusSteps ?? "", "--focus-steps")
-        guard v.allSatisfy({ $0 >= 0 }) else { throw ValidationError("--focus-steps must be lens positions of 0 dioptres or more, not \(focusSteps!)") }
+        let v = try NumericInput.numbers(focusSteps ?? "", "--focus-steps", in: 0...100, unit: "dioptres", example: "0.5,1,2")
         return .lensPositions(v.map { Dioptres($0) })
     }
 
@@ -112,6 +107,13 @@ struct Bracket: AsyncParsableCommand {
         var streams = [StreamRequest(role: StreamRole(rawValue: role)!)]
         if output != nil && formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
         let config = try await session.start(streams: streams, preparedBracketCount: max(settings.count, 1))
+        let photoSettings = PhotoSettings(bracket: settings, formats: formats)
+        do {
+            try await session.validate(photoSettings)
+        } catch let e as ShutterbugError where e.code == .invalidArgument {
+            // More than this camera can hold: a usage error (exit 64), said before capturing.
+            throw ValidationError(e.message)
+        }
         var writer: PhotoFileWriter?
         if let output {
             let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
@@ -133,7 +135,6 @@ struct Bracket: AsyncParsableCommand {
             if let f = focusSync { print("focus locked at \(String(format2: lens!)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
         }
         let frameTimeout = Duration.seconds(10) + (settings.longestExposure ?? .zero) * (4 * settings.count)
-        let photoSettings = PhotoSettings(bracket: settings, formats: formats)
         let fileWriter = writer
         let outcome = try await withStallWatchdog(timeout: frameTimeout, what: "bracket on \(cam.info.id)") { watch in
             var o = Outcome()

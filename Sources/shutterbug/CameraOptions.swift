@@ -17,19 +17,19 @@ struct CameraOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Simulated camera: which frame new sensor controls land on, early (max delay + 1), late (+ 2) or random, as on a real Pi.", valueName: "early|late|random"))
     var landing: String = "random"
 
-    @Option(name: .long, help: ArgumentHelp("Simulated camera: probability (0...1) that the pipeline drops a frame.", valueName: "p"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: probability (0...1) that the pipeline drops a frame.", valueName: "p"))
     var dropProbability: Double = 0
 
-    @Option(name: .long, help: ArgumentHelp("Simulated camera: the IPA runs its algorithms at most this often (Raspberry Pi: 30 Hz); 0 turns the limit off.", valueName: "hz"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: the IPA runs its algorithms at most this often (Raspberry Pi: 30 Hz); 0 turns the limit off.", valueName: "hz"))
     var ipaRate: Double = 30
 
-    @Option(name: .long, help: ArgumentHelp("Simulated camera: random seed, for runs that replay exactly.", valueName: "n"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: random seed, for runs that replay exactly.", valueName: "n"))
     var seed: UInt64 = 1
 
-    @Option(name: .long, help: ArgumentHelp("Simulated camera: scene brightness in lux (400 meters to 1/100 s at gain 1).", valueName: "lux"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: scene brightness in lux (400 meters to 1/100 s at gain 1).", valueName: "lux"))
     var sceneLux: Double = 400
 
-    @Option(name: .long, help: ArgumentHelp("Simulated camera: subject distance in metres (the scene is sharp when focused there).", valueName: "m"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: subject distance in metres (the scene is sharp when focused there).", valueName: "m"))
     var subjectDistance: Double = 1.0
 
     @Flag(name: .long, help: "Simulated camera: run in virtual time, as fast as the CPU allows, instead of real time.")
@@ -37,6 +37,8 @@ struct CameraOptions: ParsableArguments {
 
     @Flag(name: .long, help: "Simulated camera: report rpi::ControlListSequence (the request whose controls each frame carries), as the Raspberry Pi fork's newest libcamera does.")
     var controlListSequence = false
+
+    func validate() throws { _ = try simulationOptions() }
 
     /// The simulation options these flags describe.
     ///
@@ -46,18 +48,10 @@ struct CameraOptions: ParsableArguments {
         guard let l = SimulationOptions.Landing(rawValue: landing) else {
             throw ValidationError("--landing must be early, late or random, not '\(landing)'")
         }
-        guard (0...1).contains(dropProbability), dropProbability < 1 else {
-            throw ValidationError("--drop-probability must be in 0...1 (excluding 1), not \(dropProbability)")
-        }
-        guard ipaRate >= 0, ipaRate <= 1000 else {
-            throw ValidationError("--ipa-rate must be in 0...1000 Hz (0 turns the limit off), not \(ipaRate)")
-        }
-        guard sceneLux > 0, sceneLux <= 200_000 else {
-            throw ValidationError("--scene-lux must be in 0...200000 lux (exclusive of 0), not \(sceneLux)")
-        }
-        guard subjectDistance >= 0.05 else {
-            throw ValidationError("--subject-distance must be at least 0.05 m, not \(subjectDistance)")
-        }
+        try NumericInput.check(dropProbability, "--drop-probability", in: 0...0.99)
+        if ipaRate != 0 { try NumericInput.check(ipaRate, "--ipa-rate (0 turns the limit off)", in: 1...1000, unit: "Hz") }
+        try NumericInput.check(sceneLux, "--scene-lux", in: 0.0001...200_000, unit: "lux")
+        try NumericInput.check(subjectDistance, "--subject-distance", in: 0.05...100_000, unit: "m")
         o.landing = l
         o.dropProbability = dropProbability
         o.ipaMinInterval = ipaRate == 0 ? .zero : .seconds(exactly: 1 / ipaRate)

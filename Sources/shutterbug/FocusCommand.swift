@@ -14,14 +14,14 @@ struct Focus: AsyncParsableCommand {
 
     @OptionGroup var camera: CameraOptions
 
-    @Option(name: .long, help: ArgumentHelp("Lens position in dioptres (0 = infinity, 2 = 50 cm).", valueName: "dpt"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lens position in dioptres (0 = infinity, 2 = 50 cm).", valueName: "dpt"))
     var lens: Double
 
     @Flag(name: .long, help: "Print one JSON object.")
     var json = false
 
     func validate() throws {
-        guard lens >= 0, lens <= 100 else { throw ValidationError("--lens must be in 0...100 dioptres, not \(lens)") }
+        try NumericInput.check(lens, "--lens", in: 0...100, unit: "dioptres")
     }
 
     func run() async throws {

@@ -15,22 +15,22 @@ struct Stream: AsyncParsableCommand {
 
     @OptionGroup var camera: CameraOptions
 
-    @Option(name: .long, help: "Number of frames to print.")
+    @Option(name: .long, parsing: .unconditional, help: "Number of frames to print.")
     var frames: Int = 30
 
-    @Option(name: .long, help: ArgumentHelp("Fixed exposure time: 1/250, 4ms, 4000us or 0.5s.", valueName: "time"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Fixed exposure time: 1/250, 4ms, 4000us or 0.5s.", valueName: "time"))
     var exposure: String?
 
-    @Option(name: .long, help: ArgumentHelp("Fixed analogue gain (1.0 = ISO 100).", valueName: "gain"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Fixed analogue gain (1.0 = ISO 100).", valueName: "gain"))
     var gain: Double?
 
-    @Option(name: .long, help: ArgumentHelp("Lens position in dioptres (0 = infinity, 2 = 50 cm); manual focus.", valueName: "dpt"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lens position in dioptres (0 = infinity, 2 = 50 cm); manual focus.", valueName: "dpt"))
     var lens: Double?
 
-    @Option(name: .long, help: ArgumentHelp("Queue the manual settings with this request (0-based) instead of at start, to watch them land.", valueName: "n"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Queue the manual settings with this request (0-based) instead of at start, to watch them land.", valueName: "n"))
     var applyAt: Int?
 
-    @Option(name: .long, help: ArgumentHelp("Frame rate limit; without it the camera's default (30 fps on the Pi).", valueName: "fps"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Frame rate limit; without it the camera's default (30 fps on the Pi).", valueName: "fps"))
     var fps: Double?
 
     @Option(name: .long, help: ArgumentHelp("Stream role: viewfinder, video, still or raw.", valueName: "role"))
@@ -39,7 +39,7 @@ struct Stream: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Stream size, e.g. 800x600; default: the role's.", valueName: "WxH"))
     var size: String?
 
-    @Option(name: .long, help: ArgumentHelp("Buffers (request slots) to allocate; default: the role's.", valueName: "n"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Buffers (request slots) to allocate; default: the role's.", valueName: "n"))
     var buffers: Int?
 
     @Flag(name: .long, help: "One JSON object per frame, then a summary object.")
@@ -50,11 +50,13 @@ struct Stream: AsyncParsableCommand {
         if let applyAt, applyAt < 0 || applyAt >= frames {
             throw ValidationError("--apply-at must be in 0...\(frames - 1) (a request among the --frames), not \(applyAt)")
         }
-        if let fps, !(fps > 0 && fps <= 1000) { throw ValidationError("--fps must be in 0...1000 (exclusive of 0), not \(fps)") }
+        if let fps { try NumericInput.check(fps, "--fps", in: 0.01...1000, unit: "frames per second") }
+        if let gain { try NumericInput.check(gain, "--gain", in: 0...1000, lowerOpen: true) }
+        if let lens { try NumericInput.check(lens, "--lens", in: 0...100, unit: "dioptres") }
         if let buffers, !(1...32).contains(buffers) { throw ValidationError("--buffers must be in 1...32, not \(buffers)") }
         if StreamRole(rawValue: role) == nil { throw ValidationError("--role must be viewfinder, video, still or raw, not '\(role)'") }
         if let size { _ = try parseSize(size) }
-        if let exposure { _ = try ExposureParser.parse(exposure) }
+        if let exposure { _ = try NumericInput.exposure(Substring(exposure), "--exposure") }
     }
 
     func run() async throws {
@@ -118,19 +120,25 @@ struct Stream: AsyncParsableCommand {
     private func manualControls(for cam: any CameraBackend) throws -> ManualSettings {
         let limits = cam.controlLimits
         var s = ManualSettings()
+        // Beyond the sensor: adjusted to the nearest it can do, and said (as libcamera's
+        // validate() does), not refused.
         if let exposure {
-            let e = try ExposureParser.parse(exposure)
+            var e = try ExposureParser.parse(exposure)
             if let range = limits.exposureTime, !range.contains(e) {
-                throw ShutterbugError(.invalidArgument, "exposure \(e.exposureDescription) is beyond what \(cam.info.id) can do: \(range.lowerBound.microsecondsValue.rounded()) µs to \(range.upperBound.millisecondsDescription)")
+                let clamped = min(max(e, range.lowerBound), range.upperBound)
+                notice("adjusted: exposure \(e.exposureDescription) to \(clamped.exposureDescription) (\(cam.info.id) does \(range.lowerBound.microsecondsValue.rounded()) µs to \(range.upperBound.millisecondsDescription))")
+                e = clamped
             }
             s.exposure = e
             s.controls.exposureTime = e
         }
-        if let gain {
+        if var gain {
             if let range = limits.analogueGain, !range.contains(gain) {
-                throw ShutterbugError(.invalidArgument, "gain \(gain) is beyond what \(cam.info.id) can do: \(String(format2: range.lowerBound)) to \(String(format2: range.upperBound))")
+                let clamped = min(max(gain, range.lowerBound), range.upperBound)
+                let (from, to) = String.distinct(gain, clamped)
+                notice("adjusted: gain \(from) to \(to) (\(cam.info.id) does \(String(format2: range.lowerBound)) to \(String(format2: range.upperBound)))")
+                gain = clamped
             }
-            guard gain > 0 else { throw ShutterbugError(.invalidArgument, "gain must be positive, not \(gain)") }
             s.gain = gain
             s.controls.analogueGain = Gain(gain)
         }
@@ -139,8 +147,11 @@ struct Stream: AsyncParsableCommand {
             if let sim = cam as? SimulatedCamera, !sim.profile.hasFocusMotor {
                 throw ShutterbugError(.unsupported, "\(cam.info.id) has no focus motor; lens positions need a camera with one, such as sim:imx708 (Camera Module 3)")
             }
+            var lens = lens
             if let range = limits.lensPosition, !range.contains(lens) {
-                throw ShutterbugError(.invalidArgument, "lens position \(lens) dpt is outside \(cam.info.id)'s range \(String(format2: range.lowerBound)) to \(String(format2: range.upperBound)) dpt")
+                let clamped = min(max(lens, range.lowerBound), range.upperBound)
+                notice("adjusted: lens position \(String(format2: lens)) dpt to \(String(format2: clamped)) dpt (\(cam.info.id)'s range \(String(format2: range.lowerBound)) to \(String(format2: range.upperBound)) dpt)")
+                lens = clamped
             }
             s.lens = lens
             s.controls.afMode = .manual

@@ -73,14 +73,22 @@ struct CLITests {
         #expect(last["frames"] as? Int == 5)
     }
 
+    @Test("settings beyond the sensor are adjusted to what it can do, and the adjustment said", arguments: [
+        (["stream", "--camera", "sim:imx219", "--exposure", "20s"], "to 11.76 s"),
+        (["stream", "--camera", "sim:imx477", "--gain", "50"], "gain 50.00 to 22.26"),
+        (["stream", "--camera", "sim:imx708", "--lens", "20"], "to 15.00 dpt"),
+    ])
+    func adjusted(args: [String], expected: String) async throws {
+        let r = try await Self.shutterbug(args + ["--frames", "3", "--virtual-time"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("adjusted: ") && r.stderr.contains(expected), "stderr: \(r.stderr)")
+    }
+
     @Test("bad values name the problem and the accepted range", arguments: [
-        (["stream", "--camera", "sim:imx219", "--exposure", "20s"], "11.76 s"),
-        (["stream", "--camera", "sim:imx477", "--gain", "50"], "22.26"),
-        (["stream", "--camera", "sim:imx708", "--lens", "20"], "0.00 to 15.00"),
         (["stream", "--camera", "sim:imx477", "--lens", "2"], "no focus motor"),
         (["stream", "--camera", "sim:nope"], "sim:imx219, sim:imx477"),
         (["stream", "--camera", "sim:imx477", "--exposure", "fast"], "1/250"),
-        (["stream", "--camera", "sim:imx477", "--drop-probability", "2"], "0...1"),
+        (["stream", "--camera", "sim:imx477", "--drop-probability", "2"], "0...0.99"),
         (["stream", "--camera", "sim:imx477", "--frames", "0"], "1...1000000"),
         (["stream", "--camera", "/base/no/such"], "no libcamera camera"),
     ])

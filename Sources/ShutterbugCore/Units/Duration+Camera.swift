@@ -13,8 +13,13 @@ extension Duration {
 
     /// Creates a duration from a number of seconds given as a floating-point value, rounded to
     /// the nearest nanosecond.
+    /// Saturates at about ±292 years and reads nan as zero, so no input traps; callers that
+    /// take numbers from people check the range first (and say so).
     public static func seconds(exactly value: Double) -> Duration {
-        .nanoseconds(Int64((value * 1_000_000_000).rounded()))
+        let ns = (value * 1_000_000_000).rounded()
+        guard ns.isFinite else { return value.isNaN ? .zero : .nanoseconds(value < 0 ? Int64.min : Int64.max) }
+        guard ns < 9.2e18, ns > -9.2e18 else { return .nanoseconds(ns < 0 ? Int64.min : Int64.max) }
+        return .nanoseconds(Int64(ns))
     }
 
     /// A short human form: "1/250 s" for short exposures, else "4.00 ms", "1.50 s".
@@ -42,6 +47,12 @@ public enum ExposureParser {
     ///
     /// - Throws: `ShutterbugError` with code `.invalidArgument` naming the accepted forms.
     public static func parse(_ text: String) throws -> Duration {
+        .seconds(exactly: try seconds(text))
+    }
+
+    /// The same forms as `parse`, in seconds, before any conversion (so a caller can check
+    /// the range of `1/1e-300` before it becomes a `Duration`).
+    public static func seconds(_ text: String) throws -> Double {
         let t = text.trimmingSpaces().lowercased()
         func fail() -> ShutterbugError {
             ShutterbugError(
@@ -50,16 +61,16 @@ public enum ExposureParser {
         }
         if let slash = t.firstIndex(of: "/") {
             guard let n = Double(t[..<slash]), let d = Double(t[t.index(after: slash)...].trimmingSuffix("s")),
-                  n > 0, d > 0 else { throw fail() }
-            return .seconds(exactly: n / d)
+                  n > 0, d > 0, n.isFinite, d.isFinite else { throw fail() }
+            return n / d
         }
         let units: [(String, Double)] = [("ms", 1e-3), ("us", 1e-6), ("µs", 1e-6), ("ns", 1e-9), ("s", 1)]
         for (suffix, scale) in units where t.hasSuffix(suffix) {
-            guard let v = Double(t.dropLast(suffix.count)), v > 0 else { throw fail() }
-            return .seconds(exactly: v * scale)
+            guard let v = Double(t.dropLast(suffix.count)), v > 0, v.isFinite else { throw fail() }
+            return v * scale
         }
-        guard let v = Double(t), v > 0 else { throw fail() }
-        return .seconds(exactly: v)
+        guard let v = Double(t), v > 0, v.isFinite else { throw fail() }
+        return v
     }
 }
 

@@ -35,10 +35,24 @@ public struct Gain: Hashable, Comparable, Sendable, CustomStringConvertible {
 extension String {
     /// Formats a number with two decimals without Foundation.
     public init(format2 value: Double) {
+        guard value.isFinite, abs(value) < 1e15 else {
+            self = value.isNaN ? "nan" : value.isInfinite ? (value < 0 ? "-inf" : "inf") : "\(value)"
+            return
+        }
         let scaled = (value * 100).rounded()
         let sign = scaled < 0 ? "-" : ""
         let magnitude = abs(Int64(scaled))
         let cents = magnitude % 100
         self = "\(sign)\(magnitude / 100).\(cents < 10 ? "0" : "")\(cents)"
+    }
+}
+
+extension String {
+    /// Two numbers written so that a reader sees they differ: two decimals, or more where two
+    /// decimals would print the same text for both ("0.996 adjusted to 1.00", not "1.00 to 1.00").
+    public static func distinct(_ a: Double, _ b: Double) -> (String, String) {
+        let (x, y) = (String(format2: a), String(format2: b))
+        guard x == y else { return (x, y) }
+        return ("\(a)", "\(b)")
     }
 }
