@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -35,6 +37,41 @@ int sbshim_rename_noreplace(int dirfd, const char *from, const char *to)
 	if (renameat(dirfd, from, dirfd, to) != 0)
 		return -errno;
 	return 0;
+}
+
+int sbshim_open_tmpfile(int dirfd, unsigned int mode)
+{
+#ifdef O_TMPFILE
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, (mode_t)mode);
+	return fd >= 0 ? fd : -errno;
+#else
+	(void)dirfd;
+	(void)mode;
+	return -EOPNOTSUPP;
+#endif
+}
+
+int sbshim_link_tmpfile(int fd, int dirfd, const char *to)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, path, dirfd, to, AT_SYMLINK_FOLLOW) == 0)
+		return 0;
+	return -errno;
+}
+
+int sbshim_process_alive(int pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+}
+
+int sbshim_lock(int fd, int exclusive)
+{
+	int rc;
+	do
+		rc = flock(fd, exclusive ? LOCK_EX : LOCK_UN);
+	while (rc != 0 && errno == EINTR);
+	return rc == 0 ? 0 : -errno;
 }
 
 long long sbshim_free_bytes(int fd)

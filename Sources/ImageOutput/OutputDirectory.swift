@@ -6,10 +6,13 @@ import ShutterbugCore
 import Glibc
 #endif
 
-/// A directory that photos are written into durably: each file is written to a temporary name
-/// in its final directory, synced, renamed into place without replacing anything, and the
-/// directory synced, so after a crash or power loss a file under its final name is complete.
-/// A write that fails leaves nothing behind but the error.
+/// A directory that photos are written into durably: each file is written as an unnamed file in
+/// its final directory (`O_TMPFILE`), synced, given its name without replacing anything
+/// (`linkat`), and the directory synced, so after a crash or power loss a file under its final
+/// name is complete and a killed writer leaves nothing at all. Where the filesystem has no
+/// `O_TMPFILE`, a temporary name carrying the writer's pid is renamed instead, and only a dead
+/// process's temporaries are ever swept, so two runs into one directory never delete each
+/// other's work. A write that fails leaves nothing behind but the error.
 public final class OutputDirectory: Sendable {
     public let path: String
     /// Bytes that must stay free on the filesystem after a capture.
@@ -51,8 +54,9 @@ public final class OutputDirectory: Sendable {
         }
     }
 
-    /// Deletes temporary files a killed process left under `path` and its subdirectories
-    /// (one level deep: the date folders). Returns how many.
+    /// Deletes temporary files that processes no longer alive left under `path` and its
+    /// subdirectories (one level deep: the date folders); a live writer's are left alone.
+    /// Returns how many.
     @discardableResult
     public func removeStaleTemporaries() -> Int {
         var removed = 0
@@ -63,8 +67,8 @@ public final class OutputDirectory: Sendable {
                 let name = withUnsafeBytes(of: e.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
                 if name == "." || name == ".." { continue }
                 let full = dir + "/" + name
-                if name.hasPrefix(Self.temporaryPrefix) && name.hasSuffix(".tmp") {
-                    if unlink(full) == 0 { removed += 1 }
+                if let pid = Self.temporaryOwner(name) {
+                    if sbshim_process_alive(pid) == 0, unlink(full) == 0 { removed += 1 }
                 } else if depth > 0, e.pointee.d_type == UInt8(DT_DIR) {
                     sweep(full, depth: depth - 1)
                 }
@@ -72,6 +76,65 @@ public final class OutputDirectory: Sendable {
         }
         sweep(path, depth: 1)
         return removed
+    }
+
+    /// The file that numbers captures in this directory across runs and processes.
+    public static let counterName = ".shutterbug-captures"
+
+    /// The next capture number for this directory: one more than the last any run (this one,
+    /// an earlier one, or one running beside it) took. Numbers live in `.shutterbug-captures`,
+    /// read and written under an exclusive `flock`; where that file does not exist yet, they
+    /// continue from the highest `{capture}` among the files already named by `template`.
+    ///
+    /// - Throws: `.system` when the counter cannot be read or written.
+    public func nextCaptureNumber(template: FileNameTemplate) throws -> Int {
+        let fd = open(path + "/" + Self.counterName, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Self.error(errno, "cannot open the capture counter in \(path)") }
+        defer { close(fd) }
+        let locked = sbshim_lock(fd, 1)
+        guard locked == 0 else { throw Self.error(-locked, "cannot lock the capture counter in \(path)") }
+        defer { _ = sbshim_lock(fd, 0) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let n = pread(fd, &buffer, buffer.count, 0)
+        let text = n > 0 ? String(decoding: buffer[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : ""
+        let last = Int(text) ?? highestCaptureNumber(template: template)
+        let next = last + 1
+        let line = Array("\(next)\n".utf8)
+        guard ftruncate(fd, 0) == 0, pwrite(fd, line, line.count, 0) == line.count, fsync(fd) == 0 else {
+            throw Self.error(errno, "cannot write the capture counter in \(path)")
+        }
+        return next
+    }
+
+    /// The highest capture number among the files `template` names here (0 if none).
+    func highestCaptureNumber(template: FileNameTemplate) -> Int {
+        guard template.pattern.contains("{capture}"), let regex = template.captureRegex() else { return 0 }
+        var highest = 0
+        let depth = template.pattern.split(separator: "/").count - 1
+        func scan(_ dir: String, relative: String, depth: Int) {
+            guard let d = opendir(dir) else { return }
+            defer { closedir(d) }
+            while let e = readdir(d) {
+                let name = withUnsafeBytes(of: e.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+                if name == "." || name == ".." || name.hasPrefix(".") { continue }
+                let rel = relative.isEmpty ? name : relative + "/" + name
+                if depth > 0, e.pointee.d_type == UInt8(DT_DIR) {
+                    scan(dir + "/" + name, relative: rel, depth: depth - 1)
+                } else if let number = template.captureNumber(in: rel, regex: regex) {
+                    highest = max(highest, number)
+                }
+            }
+        }
+        scan(path, relative: "", depth: depth)
+        return highest
+    }
+
+    /// The pid in a temporary file's name (`.shutterbug-PID-RANDOM-N.tmp`), nil for any other
+    /// name.
+    static func temporaryOwner(_ name: String) -> Int32? {
+        guard name.hasPrefix(temporaryPrefix), name.hasSuffix(".tmp") else { return nil }
+        let fields = name.dropFirst(temporaryPrefix.count).split(separator: "-")
+        return fields.first.flatMap { Int32($0) }
     }
 
     /// Writes a new file at `relative` (folders created as needed). `body` writes the contents
@@ -90,40 +153,44 @@ public final class OutputDirectory: Sendable {
         guard dirfd >= 0 else { throw ShutterbugError(.system, "cannot open \(dir)", errno: errno) }
         defer { close(dirfd) }
 
-        var temp = ""
-        var fd: Int32 = -1
-        for attempt in 0..<100 {
-            temp = "\(Self.temporaryPrefix)\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(attempt).tmp"
-            fd = openat(dirfd, temp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-            if fd >= 0 || errno != EEXIST { break }
+        // An unnamed file where the filesystem allows it, else a temporary name.
+        var temp: String?
+        var fd = sbshim_open_tmpfile(dirfd, 0o644)
+        if fd < 0 {
+            guard [EOPNOTSUPP, EISDIR, EINVAL, ENOENT].contains(-fd) else { throw Self.error(-fd, "cannot create a file in \(dir)") }
+            for attempt in 0..<100 {
+                let name = "\(Self.temporaryPrefix)\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(attempt).tmp"
+                fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+                if fd >= 0 { temp = name; break }
+                if errno != EEXIST { break }
+            }
+            guard fd >= 0 else { throw Self.error(errno, "cannot create a file in \(dir)") }
         }
-        guard fd >= 0 else { throw Self.error(errno, "cannot create a file in \(dir)") }
-        var keep = false
+        var named = false
         defer {
             if fd >= 0 { close(fd) }
-            if !keep { unlinkat(dirfd, temp, 0) }
+            if !named, let temp { unlinkat(dirfd, temp, 0) }
         }
         try body(fd)
         guard fsync(fd) == 0 else { throw Self.error(errno, "cannot sync \(full)") }
         var st = stat()
         fstat(fd, &st)
-        guard close(fd) == 0 else {
-            fd = -1
-            throw Self.error(errno, "cannot close \(full)")
-        }
-        fd = -1
 
+        // The final name: never replacing a file; a taken name gets -2, -3...
         let (stem, ext) = Self.split(name)
         var final = name
         var n = 1
         while true {
-            let rc = sbshim_rename_noreplace(dirfd, temp, final)
+            let rc = temp.map { sbshim_rename_noreplace(dirfd, $0, final) } ?? sbshim_link_tmpfile(fd, dirfd, final)
             if rc == 0 { break }
-            guard rc == -EEXIST, n < 10_000 else { throw Self.error(-rc, "cannot rename the finished file to \(dir)/\(final)") }
+            guard rc == -EEXIST, n < 10_000 else { throw Self.error(-rc, "cannot give the finished file its name \(dir)/\(final)") }
             n += 1
             final = "\(stem)-\(n)\(ext)"
         }
-        keep = true
+        named = true
+        let closed = close(fd)
+        fd = -1
+        guard closed == 0 else { throw Self.error(errno, "cannot close \(dir)/\(final)") }
         guard fsync(dirfd) == 0 else { throw Self.error(errno, "cannot sync the directory \(dir)") }
         return (dir + "/" + final, Int64(st.st_size))
     }
@@ -156,11 +223,20 @@ public final class OutputDirectory: Sendable {
         return (name, "")
     }
 
+    /// Creates `dir` and its missing parents; each folder created is synced into its parent,
+    /// so after power loss a photo's date folder exists wherever the photo does.
     static func makeDirectories(_ dir: String) throws {
         var built = dir.hasPrefix("/") ? "" : "."
         for part in dir.split(separator: "/") {
+            let parent = built.isEmpty ? "/" : built
             built += "/" + part
-            if mkdir(built, 0o755) != 0 && errno != EEXIST {
+            if mkdir(built, 0o755) == 0 {
+                let pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                if pfd >= 0 {
+                    defer { close(pfd) }
+                    guard fsync(pfd) == 0 else { throw error(errno, "cannot sync the directory \(parent)") }
+                }
+            } else if errno != EEXIST {
                 throw ShutterbugError(.system, "cannot create the directory \(built)", errno: errno)
             }
         }
@@ -208,6 +284,31 @@ public struct FileNameTemplate: Sendable, Hashable {
     }
 
     init(_ pattern: String) { self.pattern = pattern }
+
+    /// A regular expression matching the names this template makes (any extension and `-N`
+    /// suffix), with the capture number as its first group.
+    func captureRegex() -> NSRegularExpression? {
+        var out = "^"
+        var rest = Substring(pattern)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            out += NSRegularExpression.escapedPattern(for: String(rest[..<open]))
+            switch rest[rest.index(after: open)..<close] {
+            case "capture": out += "([0-9]{4,})"
+            case "date": out += "(?:[0-9]{4}-[0-9]{2}-[0-9]{2}|undated)"
+            default: out += "[^/]*?"
+            }
+            rest = rest[rest.index(after: close)...]
+        }
+        out += NSRegularExpression.escapedPattern(for: String(rest)) + "(?:-[0-9]+)?\\.[A-Za-z]+$"
+        return try? NSRegularExpression(pattern: out)
+    }
+
+    /// The capture number in a name this template made, if it is one.
+    func captureNumber(in name: String, regex: NSRegularExpression) -> Int? {
+        let range = NSRange(name.startIndex..., in: name)
+        guard let m = regex.firstMatch(in: name, range: range), m.numberOfRanges > 1, let r = Range(m.range(at: 1), in: name) else { return nil }
+        return Int(name[r])
+    }
 
     /// The name for one file (without extension). `step` nil names the capture's sidecar.
     public func render(time: LocalTime?, capture: Int, id: Int64, step: Int?, steps: Int, camera: String) -> String {

@@ -132,13 +132,25 @@ public struct PhotoFacts: Sendable, Hashable {
         description = stepCount > 1
             ? "Shutterbug capture \(captureID), bracket step \(step) of \(stepCount): \(photo.step.requested); frame \(m.sequence)"
             : "Shutterbug capture \(captureID); frame \(m.sequence)"
-        uniqueID = String(UInt64(bitPattern: captureID), radix: 16).leftPadded(to: 24) + String(step, radix: 16).leftPadded(to: 8)
+        uniqueID = Self.uniqueID(captureID: captureID, step: step)
         exposureStart = (m.exposureStart ?? m.sensorTimestamp).map { LocalTime(unixNanoseconds: clock.unixNanoseconds($0)) }
         exposureTime = m.exposureTime
         iso = m.totalGain.map { $0.iso }
         subjectDistance = m.lensPosition.map { $0.value > 0 ? 1 / $0.value : .infinity }
         exposureBias = bias
         exposureMode = stepCount > 1 ? 2 : (photo.step.planned.exposure != nil ? 1 : 0)
+    }
+
+    /// Random for each process, so no two runs (or cameras, or machines) share an ID.
+    public static let processNonce = UInt64.random(in: 1...UInt64.max)
+
+    /// EXIF ImageUniqueID: 32 hex digits, this process's random nonce (16), the capture's ID
+    /// within the process (12) and the step (4). Unique across processes and cameras, unlike
+    /// the capture ID alone, which every run starts again at 1.
+    public static func uniqueID(captureID: Int64, step: Int, nonce: UInt64 = processNonce) -> String {
+        String(nonce, radix: 16).leftPadded(to: 16)
+            + String(UInt64(bitPattern: captureID) & 0xFFFF_FFFF_FFFF, radix: 16).leftPadded(to: 12)
+            + String(step & 0xFFFF, radix: 16).leftPadded(to: 4)
     }
 
     /// Calls `body` with the C view of these facts (its strings live for the call only).

@@ -49,7 +49,6 @@ public final class PhotoFileWriter: Sendable {
     public let jpegQuality: Int
     /// The session's streams, in the order of a photo's buffers.
     public let streams: [StreamConfiguration]
-    private let captureCounter = Atomic<Int>(0)
     private let scratch: ScratchMemory
 
     /// - Throws: `.invalidArgument` for a JPEG quality outside 1...100.
@@ -123,7 +122,7 @@ public final class PhotoFileWriter: Sendable {
         var unused = memory * steps
         defer { if unused > 0 { pool.unreserve(unused) } }
 
-        let number = captureCounter.wrappingAdd(1, ordering: .relaxed).newValue
+        let number = try directory.nextCaptureNumber(template: template)
         let record = CaptureRecord(steps: steps, clock: FrameClock.sample())
         var name: ((Int?) -> String)?
         var resolved: ResolvedPhotoSettings?

@@ -115,10 +115,16 @@ struct OutputUnitTests {
         let names = try FileManager.default.contentsOfDirectory(atPath: root + "/d").sorted()
         #expect(names == ["x-2.jpg", "x.jpg"], "a failed write left \(names)")
 
-        // A killed writer's temporary file is swept on the next start.
-        FileManager.default.createFile(atPath: root + "/d/\(OutputDirectory.temporaryPrefix)123-4-0.tmp", contents: Data([1, 2, 3]))
+        // A dead writer's temporary file (from a filesystem without O_TMPFILE) is swept; a
+        // live one's (this process's) is not: another run may be writing it right now.
+        let dead = root + "/d/\(OutputDirectory.temporaryPrefix)\(Int32.max)-4-0.tmp"
+        let live = root + "/d/\(OutputDirectory.temporaryPrefix)\(getpid())-5-0.tmp"
+        FileManager.default.createFile(atPath: dead, contents: Data([1, 2, 3]))
+        FileManager.default.createFile(atPath: live, contents: Data([4, 5, 6]))
         #expect(dir.removeStaleTemporaries() == 1)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/d").count == 2)
+        #expect(!FileManager.default.fileExists(atPath: dead))
+        #expect(FileManager.default.fileExists(atPath: live))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/d").count == 3)
     }
 
     @Test("the free-space check names the free space, the need and the reserve")

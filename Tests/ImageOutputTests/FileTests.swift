@@ -144,7 +144,7 @@ struct FileTests {
                 #expect((t["ISO"] as? Double).map { abs($0 - iso.rounded()) < 0.5 } == true, "\(path): ISO \(t["ISO"] ?? "-") vs \(iso)")
                 #expect(t["ExposureMode"] as? Int == 2, "auto bracket")
                 #expect((t["ImageDescription"] as? String)?.contains("bracket step \(n) of 3") == true)
-                #expect(t["ImageUniqueID"] as? String == String(UInt64(resolved.uniqueID), radix: 16).leftPad(24) + String(n, radix: 16).leftPad(8))
+                #expect(t["ImageUniqueID"] as? String == PhotoFacts.uniqueID(captureID: resolved.uniqueID, step: n))
                 // The frame's own clock, to the millisecond: exposure start through the
                 // realtime-monotonic offset, not the time of saving.
                 let subsec = try #require(t["SubSecTimeOriginal"] as? Int ?? (t["SubSecTimeOriginal"] as? String).flatMap { Int($0) })

@@ -26,7 +26,7 @@ struct OutputCLITests {
         let all = (FileManager.default.enumerator(atPath: dir)?.allObjects as? [String]) ?? []
         let names = all.filter { !$0.hasSuffix("/") && (($0 as NSString).lastPathComponent.contains(".")) }
         return (names.filter { !($0 as NSString).lastPathComponent.hasPrefix(".") }.sorted(),
-                names.filter { ($0 as NSString).lastPathComponent.hasPrefix(".shutterbug-") }.sorted())
+                names.filter { ($0 as NSString).lastPathComponent.hasPrefix(".shutterbug-") && $0.hasSuffix(".tmp") }.sorted())
     }
 
     /// A complete, decodable file: DNG through LibRaw, JPEG through djpeg without a warning,
@@ -102,6 +102,19 @@ struct OutputCLITests {
         }
     }
 
+    /// Whether process `pid` has a file open under `dir` that has no name yet (an O_TMPFILE
+    /// shows in /proc as `dir/#inode (deleted)`) or a temporary name: a write in progress.
+    static func writing(_ pid: Int32, under dir: String) -> Bool {
+        let fds = "/proc/\(pid)/fd"
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: fds) else { return false }
+        for e in entries {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: fds + "/" + e), target.hasPrefix(dir) else { continue }
+            let name = target.split(separator: "/").last.map(String.init) ?? ""
+            if name.hasPrefix("#") || name.hasPrefix(".shutterbug-") { return true }
+        }
+        return false
+    }
+
     /// Starts a bracket writing into `dir` and SIGKILLs it as soon as a file is being written
     /// and at least `filesBefore` are done. Returns whether it caught it mid-write.
     static func runAndKill(into dir: String, once filesBefore: Int) throws -> Bool {
@@ -113,20 +126,20 @@ struct OutputCLITests {
         try p.run()
         let deadline = Date().addingTimeInterval(60)
         var killed = false
+        let absolute = dir.hasPrefix("/") ? dir : FileManager.default.currentDirectoryPath + "/" + dir
         while p.isRunning && Date() < deadline {
-            let (final, temporary) = files(dir)
-            if !temporary.isEmpty && final.count >= filesBefore {
+            if files(dir).final.count >= filesBefore && writing(p.processIdentifier, under: absolute) {
                 kill(p.processIdentifier, SIGKILL)
                 killed = true
                 break
             }
-            usleep(2_000)
+            usleep(1_000)
         }
         p.waitUntilExit()
         return killed
     }
 
-    @Test("a writer killed mid-write leaves no partial file under a final name; the next run sweeps its temporaries")
+    @Test("a writer killed mid-write leaves no partial file under a final name, and no temporary file at all")
     func killedWriter() async throws {
         let root = NSTemporaryDirectory() + "sb-kill-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -137,11 +150,45 @@ struct OutputCLITests {
             let (final, temporary) = Self.files(root + "/r\(round)")
             for f in final { try await Self.checkComplete(root + "/r\(round)/" + f) }
             #expect(!final.contains { $0.hasSuffix(".json") }, "the sidecar comes last; a killed capture has none")
-            if round == 0 { #expect(!temporary.isEmpty, "killed mid-write, a temporary file stays (and is swept next time)") }
+            // The file being written had no name (O_TMPFILE): the kernel freed it with the process.
+            #expect(temporary.isEmpty, "round \(round): a killed writer left \(temporary)")
         }
-        // A new run into the same directory removes the dead writers' temporary files.
+        // A new run into the same directory continues the numbering and works as usual.
         let again = try await Self.sh("\"$1\" bracket --camera sim:imx477 --virtual-time --exposures 1/100 --format jpeg --output \"$2\"", [Self.exe, root + "/r0"])
         #expect(again.status == 0, "\(again.err)")
         #expect(Self.files(root + "/r0").temporary.isEmpty)
+    }
+
+    @Test("runs into one directory, one after another and 20 pairs at once: no file lost, distinct capture numbers and ImageUniqueIDs")
+    func neighbours() async throws {
+        let root = NSTemporaryDirectory() + "sb-neighbours-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let run = "\"$1\" bracket --camera sim:imx477 --virtual-time --role video --exposures 1/100,1/50 --format jpeg --output \"$2\" >/dev/null"
+        // One after the other, then 20 overlapping pairs.
+        let first = try await Self.sh("\(run) && \(run)", [Self.exe, root])
+        #expect(first.status == 0, "\(first.err)")
+        for pair in 0..<20 {
+            let r = try await Self.sh("\(run) & a=$!; \(run); b=$?; wait $a && [ $b -eq 0 ]", [Self.exe, root])
+            #expect(r.status == 0, "pair \(pair): \(r.err)")
+        }
+        // Numbering continues from the files already there when the counter is gone.
+        try FileManager.default.removeItem(atPath: root + "/.shutterbug-captures")
+        let after = try await Self.sh(run, [Self.exe, root])
+        #expect(after.status == 0, "\(after.err)")
+
+        let runs = 2 + 2 * 20 + 1
+        let (final, temporary) = Self.files(root)
+        #expect(temporary.isEmpty)
+        let jpegs = final.filter { $0.hasSuffix(".jpg") }
+        let sidecars = final.filter { $0.hasSuffix(".json") }
+        #expect(jpegs.count == 2 * runs, "\(jpegs.count) photos of \(2 * runs)")
+        #expect(sidecars.count == runs)
+        // {date}/{time}_{capture}_{step}: the capture number is the second field.
+        let numbers = sidecars.compactMap { $0.split(separator: "/").last?.split(separator: "_").dropFirst().first.flatMap { Int($0) } }
+        #expect(Set(numbers) == Set(1...runs), "capture numbers \(numbers.sorted())")
+        let ids = try await Self.sh("exiftool -q -q -r -ImageUniqueID -s3 \"$1\"", [root])
+        let lines = ids.out.split(separator: "\n")
+        #expect(lines.count == 2 * runs)
+        #expect(Set(lines).count == lines.count, "repeated ImageUniqueIDs")
     }
 }

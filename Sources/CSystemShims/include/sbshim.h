@@ -27,6 +27,22 @@ static inline size_t sbshim_heap_in_use(void)
  * filesystem lacks it, else a check then rename (vfat and exFAT have neither). 0 or -errno. */
 int sbshim_rename_noreplace(int dirfd, const char *from, const char *to);
 
+/* An unnamed file in directory `dirfd` (O_TMPFILE): it has no name until
+ * sbshim_link_tmpfile gives it one, so a process killed mid-write leaves nothing behind and
+ * nobody has to sweep. Returns the fd, or -errno (-EOPNOTSUPP, -EISDIR or -EINVAL where the
+ * filesystem or kernel lacks O_TMPFILE: fall back to a named temporary file). */
+int sbshim_open_tmpfile(int dirfd, unsigned int mode);
+
+/* Gives the O_TMPFILE `fd` the name `to` in `dirfd`, never replacing a file (EEXIST then), via
+ * linkat on /proc/self/fd (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH). 0 or -errno. */
+int sbshim_link_tmpfile(int fd, int dirfd, const char *to);
+
+/* Whether process `pid` is alive on this machine (kill(pid, 0) is not ESRCH). */
+int sbshim_process_alive(int pid);
+
+/* Takes (blocking) or releases an exclusive advisory lock on `fd` (flock). 0 or -errno. */
+int sbshim_lock(int fd, int exclusive);
+
 /* Free bytes for an unprivileged writer on the filesystem holding `fd`, or -errno. */
 long long sbshim_free_bytes(int fd);
 
