@@ -22,6 +22,12 @@ final class ActiveCapture {
     var photos: [Int: (CompletedRequest, ResolvedStep)] = [:]
     var heldSlots: [Int] { photos.values.map(\.0.slot) }
     var exposureStartSent = false
+    /// Metering and single photos: when a frame last came, and how many were metered, so a
+    /// stalled camera or an AGC that never settles fails the capture instead of hanging it.
+    var lastProgress: SensorTime?
+    var meteredFrames = 0
+    /// Frames the AGC gets to settle before an EV bracket gives up.
+    static let meteringFrameLimit = 90
 
     init(settings: PhotoSettings, continuation: AsyncThrowingStream<CaptureEvent, any Error>.Continuation) {
         self.settings = settings
@@ -39,6 +45,8 @@ extension CaptureSession {
     /// Starts the capture at the head of the queue.
     func activate() {
         guard let capture = captures.first else { return }
+        capture.lastProgress = now()
+        startTicking()
         switch capture.settings.bracket {
         case nil:
             capture.phase = .single(after: lastSequenceSeen)
@@ -97,12 +105,20 @@ extension CaptureSession {
         case .done:
             return false
         case .single(let after):
+            capture.lastProgress = now()
             guard c.status == .complete, after.map({ c.metadata.sequence > $0 }) ?? true else { return false }
             capture.resolved.steps[0].actual = c.metadata
             capture.photos[0] = (c, capture.resolved.steps[0])
             complete(capture)
             return true
         case .metering:
+            capture.lastProgress = now()
+            capture.meteredFrames += 1
+            if capture.meteredFrames > ActiveCapture.meteringFrameLimit {
+                let last = recentMetadata.last.map { "\($0.exposureTime?.exposureDescription ?? "-") at gain \(String(format2: $0.totalGain?.value ?? 0))" } ?? "-"
+                fail(capture, ShutterbugError(.timeout, "auto exposure did not settle in \(ActiveCapture.meteringFrameLimit) frames (last: \(last)); an EV bracket needs the metered exposure to hold still for three frames"))
+                return false
+            }
             meter(capture)
             return false
         case .bracketing:
@@ -190,12 +206,26 @@ extension CaptureSession {
         if !captures.isEmpty { activate() }
     }
 
-    /// Lets the head bracket's scheduler see time pass (a stall produces no frames to judge).
-    func tick() {
-        guard let capture = captures.first, case .bracketing = capture.phase, var s = capture.scheduler else { return }
-        let actions = s.tick(now: now())
-        capture.scheduler = s
-        for case .failed(_, let reason) in actions { abandon(capture, reason: reason) }
+    /// Lets the head capture see time pass (a stall produces no frames to judge): a bracket's
+    /// scheduler decides for itself; metering and a single photo fail after 2 s (or ten of the
+    /// current frames) without a frame.
+    func tickCaptures(now t: SensorTime) {
+        guard let capture = captures.first else { return }
+        switch capture.phase {
+        case .bracketing:
+            guard var s = capture.scheduler else { return }
+            let actions = s.tick(now: t)
+            capture.scheduler = s
+            for case .failed(_, let reason) in actions { abandon(capture, reason: reason) }
+        case .metering, .single:
+            let period = recentMetadata.last?.frameDuration ?? timing.everyFramePeriod
+            let limit = max(.seconds(2), period * 10)
+            guard let last = capture.lastProgress, t - last > limit else { return }
+            let what = if case .metering = capture.phase { "metering for the EV bracket" } else { "the photo" }
+            fail(capture, ShutterbugError(.timeout, "\(what) timed out: no frame came back for \(((t - last).secondsValue * 10).rounded() / 10) s (limit \(limit.secondsValue) s); the camera stalled"))
+        case .done:
+            return
+        }
     }
 
     /// Every step is captured: exposure ended, photos in step order, finished. The next capture

@@ -34,11 +34,18 @@ public actor CaptureSession {
     private var lastSequence: UInt32?
     /// Controls in force outside a capture, sent again to restore after one.
     private var baseline = CameraControls()
-    private var waitingControls = Ring<(controls: CameraControls, lock: Int?)>(capacity: 8)
-    private var locks: [Int: LockWaiter] = [:]
+    private var waitingControls = Ring<(controls: CameraControls, locks: [Int])>(capacity: 8)
+    /// The locks in flight (pure: frames and time in, outcomes out) and their waiters; an
+    /// outcome that comes before its waiter is kept for it.
+    private var locks = Locks()
+    private var lockWaiters: [Int: CheckedContinuation<SyncPoint, any Error>] = [:]
+    private var lockOutcomes: [Int: Result<SyncPoint, any Error>] = [:]
     private var nextLockID = 0
     var captures: [ActiveCapture] = []
-    private var frameWaiters: [FrameWaiter] = []
+    /// Trigger-to-frame selection (pure) and its waiters.
+    private var triggers = TriggerSelect()
+    private var triggerWaiters: [Int: CheckedContinuation<CapturedPhoto, any Error>] = [:]
+    private var nextTriggerID = 0
     private var pump: Task<Void, Never>?
     private var observers: [AsyncStream<FrameMetadata>.Continuation] = []
 
@@ -126,8 +133,9 @@ public actor CaptureSession {
         return config
     }
 
-    /// While brackets run, lets their schedulers see time pass every quarter second, so a
-    /// camera that stops delivering frames fails the bracket instead of hanging it.
+    /// While anything waits on frames (a capture, a lock, a trigger), lets the state machines
+    /// see time pass every quarter second on the camera's clock, so a camera that stops
+    /// delivering frames fails the wait with the cause instead of hanging it.
     func startTicking() {
         guard ticker == nil else { return }
         ticker = Task { [weak self] in
@@ -140,7 +148,7 @@ public actor CaptureSession {
 
     private func keepTicking() -> Bool {
         tick()
-        if captures.isEmpty || !running {
+        if (captures.isEmpty && locks.isEmpty && triggers.isEmpty) || !running {
             ticker = nil
             return false
         }
@@ -202,7 +210,7 @@ public actor CaptureSession {
         body(&config)
         var controls = CameraControls()
         var result = ConfigurationResult()
-        var kinds: [LockWaiter.Kind] = []
+        var kinds: [Locks.Kind] = []
         let supported = backend.controlLimits.supported
         if config.continuousAuto {
             controls = CameraControls(aeEnabled: true, exposureTime: .zero, analogueGain: Gain(0), awbEnabled: true, afMode: supported.contains(.afMode) ? .continuous : nil)
@@ -269,20 +277,22 @@ public actor CaptureSession {
         }
         guard running else { throw failure ?? ShutterbugError(.invalidState, "the session is not running") }
         if kinds.isEmpty {
-            waitingControls.append((controls, nil))
+            waitingControls.append((controls, []))
             return result
         }
-        try await withThrowingTaskGroup(of: (LockWaiter.Kind, SyncPoint).self) { group in
-            var ids: [Int] = []
-            for kind in kinds {
-                let id = nextLockID
-                nextLockID += 1
-                ids.append(id)
-                locks[id] = LockWaiter(kind: kind)
-            }
-            // One request carries all of them; every waiter learns its cookie.
-            waitingControls.append((controls, ids[0]))
-            for id in ids.dropFirst() { locks[id]?.sharesRequestWith = ids[0] }
+        // One request carries all of them; each fails on its own if its setting never shows
+        // (60 frames) or no frame comes for 2 s or ten of the locked exposure's frames.
+        let period = controls.exposureTime.map { timing.framePeriod(for: $0) } ?? timing.everyFramePeriod
+        let limit = max(.seconds(2), period * 10)
+        var ids: [Int] = []
+        for kind in kinds {
+            ids.append(nextLockID)
+            locks.add(id: nextLockID, kind: kind, now: now(), timeLimit: limit)
+            nextLockID += 1
+        }
+        waitingControls.append((controls, ids))
+        startTicking()
+        try await withThrowingTaskGroup(of: (Locks.Kind, SyncPoint).self) { group in
             for (kind, id) in zip(kinds, ids) {
                 group.addTask { (kind, try await self.waitForLock(id)) }
             }
@@ -299,23 +309,29 @@ public actor CaptureSession {
 
     private func waitForLock(_ id: Int) async throws -> SyncPoint {
         try await withCheckedThrowingContinuation { c in
-            if let f = failure { c.resume(throwing: f); return }
-            if let outcome = locks[id]?.outcome {
-                locks[id] = nil
-                c.resume(with: outcome)
-                return
-            }
-            locks[id]?.continuation = c
+            if let outcome = lockOutcomes.removeValue(forKey: id) { return c.resume(with: outcome) }
+            if let f = failure { return c.resume(throwing: f) }
+            lockWaiters[id] = c
         }
     }
 
     /// Settles a lock: resumes its waiter, or keeps the outcome until the waiter arrives.
     private func settle(lock id: Int, _ outcome: Result<SyncPoint, any Error>) {
-        if let c = locks[id]?.continuation {
-            locks[id] = nil
+        if let c = lockWaiters.removeValue(forKey: id) {
             c.resume(with: outcome)
         } else {
-            locks[id]?.outcome = outcome
+            lockOutcomes[id] = outcome
+        }
+    }
+
+    private func perform(_ outcomes: [Locks.Outcome]) {
+        for o in outcomes {
+            switch o {
+            case .settled(let p):
+                settle(lock: p.id, .success(SyncPoint(sequence: p.sequence, timestamp: p.timestamp, requestFrame: p.requestFrame)))
+            case .failed(let id, let reason):
+                settle(lock: id, .failure(ShutterbugError(.timeout, reason)))
+            }
         }
     }
 
@@ -393,10 +409,20 @@ public actor CaptureSession {
 
     /// The first frame whose exposure began at or after `instant` (`SensorTimestamp -
     /// ExposureTime >= instant`): what a trigger at that instant should capture.
+    ///
+    /// - Throws: `.timeout` when no such frame came within `timeout` on the camera's clock.
     public func captureFrame(exposedAfter instant: SensorTime, timeout: Duration = .seconds(5)) async throws -> CapturedPhoto {
         if let f = failure { throw f }
+        guard running else { throw ShutterbugError(.invalidState, "the session is not running") }
+        let id = nextTriggerID
+        nextTriggerID += 1
+        // The deadline counts from the instant or from now, whichever is later: a trigger
+        // timestamped in the past still gets its whole timeout.
+        let start = max(instant, now())
+        triggers.add(id: id, exposedAfter: instant, deadline: start + timeout)
+        startTicking()
         return try await withCheckedThrowingContinuation { c in
-            frameWaiters.append(FrameWaiter(instant: instant, continuation: c))
+            triggerWaiters[id] = c
         }
     }
 
@@ -410,10 +436,13 @@ public actor CaptureSession {
             if recent.count > 6 { _ = recent.popFirst() }
             lastSequence = m.sequence
             for o in observers { o.yield(m) }
-            judgeLocks(c)
-            keep = judgeFrameWaiters(c) || keep
-        } else {
-            for (id, lock) in locks where lock.cookie == c.cookie { locks[id]?.pairedFrame = m.sequence }
+        }
+        if !locks.isEmpty { perform(locks.complete(cookie: c.cookie, status: c.status, metadata: m, now: now(), timing: timing)) }
+        if let w = triggers.complete(status: c.status, metadata: m), let cont = triggerWaiters.removeValue(forKey: w.id) {
+            let slot = c.slot
+            cont.resume(returning: CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(w.instant)", planned: StepTarget(), actual: m),
+                                                 metadata: m, buffers: c.buffers) { [weak self] in Task { await self?.returnSlot(slot) } })
+            keep = true
         }
         if let capture = captures.first {
             keep = judge(c, for: capture) || keep
@@ -443,9 +472,7 @@ public actor CaptureSession {
             controls = s
         } else if captures.first?.scheduler == nil || captures.first?.scheduler?.isFinished == true, let w = waitingControls.popFirst() {
             controls = w.controls
-            if let id = w.lock {
-                for (lid, lock) in locks where lid == id || lock.sharesRequestWith == id { locks[lid]?.cookie = cookie }
-            }
+            locks.sent(w.locks, cookie: cookie)
         }
         do {
             try backend.queue(slot: slot, cookie: cookie, controls: controls)
@@ -466,9 +493,13 @@ public actor CaptureSession {
         failure = failure ?? error
         for capture in captures { capture.finish(throwing: error) }
         captures.removeAll()
-        for id in Array(locks.keys) where locks[id]?.outcome == nil { settle(lock: id, .failure(error)) }
-        for w in frameWaiters { w.continuation.resume(throwing: error) }
-        frameWaiters.removeAll()
+        for id in locks.ids {
+            locks.remove(id)
+            settle(lock: id, .failure(error))
+        }
+        for (_, c) in triggerWaiters { c.resume(throwing: error) }
+        triggerWaiters.removeAll()
+        triggers = TriggerSelect()
     }
 
     private func cancel(captureID: Int64) {
@@ -476,73 +507,17 @@ public actor CaptureSession {
         let capture = captures.remove(at: index)
         for slot in capture.heldSlots { returnSlot(slot) }
         // Whatever the bracket set goes back to what was in force.
-        if capture.scheduler != nil { waitingControls.append((baseline, nil)) }
+        if capture.scheduler != nil { waitingControls.append((baseline, [])) }
         if index == 0, !captures.isEmpty { activate() }
     }
 
-    // MARK: Locks
-
-    private func judgeLocks(_ c: CompletedRequest) {
-        let m = c.metadata
-        for (id, lock) in locks {
-            if lock.cookie == c.cookie { locks[id]?.pairedFrame = m.sequence }
-            guard let paired = locks[id]?.pairedFrame, let waiter = locks[id] else { continue }
-            var carried = false
-            switch waiter.kind {
-            case .exposure(let target):
-                carried = Int(m.sequence) >= Int(paired) + timing.landingOffsets.lowerBound && target.isCarried(by: m, lineTime: timing.lineTime)
-            case .whiteBalance(let g):
-                // Colour is applied by the ISP to the paired frame itself.
-                carried = m.sequence >= paired && StepTarget(colourGains: g).isCarried(by: m, lineTime: timing.lineTime)
-            case .focus(let target):
-                if locks[id]?.settle == nil { locks[id]?.settle = LensSettle(target: target) }
-                carried = locks[id]!.settle!.observe(m, timing: timing)
-            }
-            guard waiter.outcome == nil else { continue }
-            if carried {
-                settle(lock: id, .success(SyncPoint(sequence: m.sequence, timestamp: m.sensorTimestamp, requestFrame: paired)))
-            } else if Int(m.sequence) > Int(paired) + 60 {
-                settle(lock: id, .failure(ShutterbugError(.timeout, "\(waiter.kind) did not show in the 60 frames after its request")))
-            }
+    /// Lets the state machines see time pass: stalled locks, triggers and captures fail.
+    func tick() {
+        let t = now()
+        if !locks.isEmpty { perform(locks.tick(now: t)) }
+        for w in triggers.tick(now: t) {
+            triggerWaiters.removeValue(forKey: w.id)?.resume(throwing: ShutterbugError(.timeout, "no frame exposed after \(w.instant) came back by \(w.deadline) (the camera's clock is now \(t))"))
         }
+        tickCaptures(now: t)
     }
-
-    private func judgeFrameWaiters(_ c: CompletedRequest) -> Bool {
-        guard let start = c.metadata.exposureStart else { return false }
-        guard let index = frameWaiters.firstIndex(where: { start >= $0.instant }) else { return false }
-        let w = frameWaiters.remove(at: index)
-        let slot = c.slot
-        let photo = CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(w.instant)", planned: StepTarget(), actual: c.metadata),
-                                  metadata: c.metadata, buffers: c.buffers) { [weak self] in Task { await self?.returnSlot(slot) } }
-        w.continuation.resume(returning: photo)
-        return true
-    }
-}
-
-/// A lock waiting for the first frame that carries it.
-struct LockWaiter {
-    enum Kind: Sendable, CustomStringConvertible {
-        case exposure(StepTarget)
-        case focus(Double)
-        case whiteBalance(ColourGains)
-        var description: String {
-            switch self {
-            case .exposure(let t): return "exposure \(t)"
-            case .focus(let l): return "focus at \(String(format2: l)) dpt"
-            case .whiteBalance(let g): return "white balance \(g)"
-            }
-        }
-    }
-    var kind: Kind
-    var cookie: UInt64?
-    var sharesRequestWith: Int?
-    var pairedFrame: UInt32?
-    var settle: LensSettle?
-    var continuation: CheckedContinuation<SyncPoint, any Error>?
-    var outcome: Result<SyncPoint, any Error>?
-}
-
-struct FrameWaiter {
-    var instant: SensorTime
-    var continuation: CheckedContinuation<CapturedPhoto, any Error>
 }

@@ -134,13 +134,13 @@ struct Bracket: AsyncParsableCommand {
             print("bracket on \(cam.info.id): \(config.streams[0]), \(settings.count) steps")
             if let f = focusSync { print("focus locked at \(String(format2: lens!)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
         }
-        let frameTimeout = Duration.seconds(10) + (settings.longestExposure ?? .zero) * (4 * settings.count)
         let fileWriter = writer
-        let outcome = try await withStallWatchdog(timeout: frameTimeout, what: "bracket on \(cam.info.id)") { watch in
+        // No watchdog of our own: every wait in the session is bounded by what the planned
+        // frames need (the bracket's stall limit covers its longest exposure).
+        let outcome = try await { () async throws -> Outcome in
             var o = Outcome()
             if let fileWriter {
                 for try await event in fileWriter.capture(photoSettings, on: session) {
-                    watch.tick()
                     switch event {
                     case .settingsResolved(let r):
                         for a in r.adjustments { notice("adjusted: \(a)") }
@@ -161,7 +161,6 @@ struct Bracket: AsyncParsableCommand {
                 }
             } else {
                 for try await event in await session.capture(photoSettings) {
-                    watch.tick()
                     switch event {
                     case .settingsResolved(let r):
                         for a in r.adjustments { notice("adjusted: \(a)") }
@@ -175,7 +174,7 @@ struct Bracket: AsyncParsableCommand {
                 }
             }
             return o
-        }
+        }()
         await session.stop()
         guard let resolved = outcome.resolved else { throw ShutterbugError(.system, "the bracket ended without a result") }
         report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files)
@@ -250,13 +249,6 @@ struct Bracket: AsyncParsableCommand {
     }
 
     private func pad(_ s: String, _ w: Int) -> String { s.count >= w ? s : s + String(repeating: " ", count: w - s.count) }
-}
-
-extension BracketSettings {
-    var longestExposure: Duration? {
-        if case .manualExposure(let s) = self { return s.map(\.duration).max() }
-        return nil
-    }
 }
 
 extension Substring {

@@ -91,3 +91,43 @@ struct LockTests {
         #expect(start - t <= photo.metadata.frameDuration!)
     }
 }
+
+/// A camera that stops delivering frames: every wait fails by time with its cause.
+@Suite("Waits on a stalled camera end by time", .timeLimit(.minutes(2)))
+struct StalledWaitTests {
+    @Test("configure with a lock fails with a timeout naming the lock")
+    func lockTimesOut() async throws {
+        let (session, cam) = try await simulatedSession(.imx477, landing: .early) { $0.clock = .realTime }
+        defer { cam.release() }
+        cam.stall(for: .seconds(60))
+        do {
+            _ = try await session.configure { $0.customExposure = (.milliseconds(5), Gain(2)) }
+            Issue.record("a lock through a 60 s stall should fail")
+        } catch let e as ShutterbugError {
+            #expect(e.code == .timeout)
+            #expect(e.message.contains("exposure lock") && e.message.contains("stalled"), "\(e)")
+        }
+    }
+
+    @Test("captureFrame(exposedAfter:timeout:) fails after its timeout")
+    func triggerTimesOut() async throws {
+        let (session, cam) = try await simulatedSession(.imx219, landing: .early, stream: StreamRequest(role: .viewfinder, width: 640, height: 480), prepared: 1) { $0.clock = .realTime }
+        defer { cam.release() }
+        cam.stall(for: .seconds(60))
+        let asked = MonotonicClock.now()
+        // Any frame still on its way when the stall began was exposed before `asked`: none can
+        // qualify for an instant 200 ms later, so only the timeout can end the wait.
+        let instant = asked + .milliseconds(200)
+        do {
+            let p = try await session.captureFrame(exposedAfter: instant, timeout: .milliseconds(600))
+            p.release()
+            Issue.record("no frame can be exposed after \(instant) on a stalled camera, yet one came: \(p.metadata)")
+        } catch let e as ShutterbugError {
+            #expect(e.code == .timeout, "\(e)")
+            let waited = MonotonicClock.now() - asked
+            // The deadline is 800 ms after `asked`; ticks come every 250 ms (later on a loaded
+            // machine: the bound only says the wait ended by time, not by a hang).
+            #expect(waited >= .milliseconds(800) && waited < .seconds(15), "waited \(waited)")
+        }
+    }
+}
