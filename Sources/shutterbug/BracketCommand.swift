@@ -194,6 +194,10 @@ struct Bracket: AsyncParsableCommand {
     private func report(_ r: ResolvedPhotoSettings, photos: [(step: ResolvedStep, metadata: FrameMetadata)], started: SensorTime?, ended: SensorTime?, focus: SyncPoint?, camera: String, files: [WrittenFile]) {
         let seqs = photos.map(\.metadata.sequence)
         let span = (seqs.max() ?? 0) - (seqs.min() ?? 0) + 1
+        // Photos are delivered in step order; a retried step's frame may have come later than
+        // the steps after it, and the output says so rather than implying sensor order.
+        let captureOrder = photos.sorted { $0.metadata.sequence < $1.metadata.sequence }.map { $0.step.index + 1 }
+        let inOrder = captureOrder == captureOrder.sorted()
         if json {
             for p in photos {
                 var o = JSONObject()
@@ -220,6 +224,8 @@ struct Bracket: AsyncParsableCommand {
             o.add("steps", photos.count)
             o.add("framesFirstToLast", Int(span))
             o.add("retries", r.retries)
+            o.add("captureOrder", numbers: captureOrder.map(Double.init))
+            o.add("capturedInStepOrder", inOrder)
             o.add("discarded", r.discarded.map { "\($0.sequence): \($0.reason)" })
             o.add("adjustments", r.adjustments)
             o.add("meteredExposureUs", r.meteredExposure?.microsecondsValue)
@@ -240,6 +246,7 @@ struct Bracket: AsyncParsableCommand {
         }
         var line = "\(photos.count) steps on \(span) sensor frames from first to last\(span == photos.count ? " (consecutive)" : "")"
         line += ", \(r.retries) retries, \(r.discarded.count) frames discarded"
+        if !inOrder { line += "; frames captured in step order \(captureOrder.map(String.init).joined(separator: ",")) (a retried step came later)" }
         if let s = started, let e = ended { line += ", exposure \(s) to \(e)" }
         print(line)
         for d in r.discarded { print("  discarded frame \(d.sequence): \(d.reason)") }
