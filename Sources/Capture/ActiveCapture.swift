@@ -231,6 +231,9 @@ extension CaptureSession {
     /// Every step is captured: exposure ended, photos in step order, finished. The next capture
     /// may begin at once, while these photos are still held.
     private func complete(_ capture: ActiveCapture) {
+        // What the bracket set goes back to what was in force, even where the restore was
+        // still to go out (a focus bracket plans it after its last step).
+        if capture.scheduler?.hasPlannedRequests == true { restoreBaseline() }
         let ordered = capture.photos.keys.sorted().map { capture.photos[$0]! }
         if !capture.exposureStartSent, let start = ordered.first?.0.metadata.exposureStart {
             capture.continuation.yield(.exposureStarted(start))

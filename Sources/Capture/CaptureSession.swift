@@ -482,6 +482,9 @@ public actor CaptureSession {
         } catch {}
     }
 
+    /// The controls in force outside captures go out with the next request.
+    func restoreBaseline() { waitingControls.append((baseline, [])) }
+
     /// Called when a photo is released: the slot goes back out.
     func returnSlot(_ slot: Int) {
         guard leased.remove(slot) != nil else { return }
@@ -507,7 +510,7 @@ public actor CaptureSession {
         let capture = captures.remove(at: index)
         for slot in capture.heldSlots { returnSlot(slot) }
         // Whatever the bracket set goes back to what was in force.
-        if capture.scheduler != nil { waitingControls.append((baseline, [])) }
+        if capture.scheduler != nil { restoreBaseline() }
         if index == 0, !captures.isEmpty { activate() }
     }
 

@@ -117,6 +117,10 @@ public struct BracketScheduler: Sendable {
 
     public var isFinished: Bool { done }
 
+    /// Whether requests are still planned (a focus bracket's restore is planned only once its
+    /// last step is in): the session sends them after the capture completes.
+    public var hasPlannedRequests: Bool { !plan.isEmpty }
+
     /// The controls for the next request going out, with its cookie. `nil`: nothing planned,
     /// send a filler that repeats what is in force.
     public mutating func controls(forRequest cookie: UInt64) -> CameraControls? {

@@ -80,6 +80,29 @@ struct BracketTests {
         #expect(r.resolved?.meteredExposure != nil)
     }
 
+    @Test("after a focus bracket the lens goes back to the locked position, never in between steps")
+    func focusRestores() async throws {
+        let (session, cam) = try await simulatedSession(.imx708, landing: .random)
+        defer { cam.release() }
+        _ = try await session.configure { $0.lockedFocus = Dioptres(1.5) }
+        let during = await session.frames()
+        let r = try await record(await session.capture(PhotoSettings(bracket: .lensPositions([Dioptres(3), Dioptres(4)]))))
+        expectOrder(r, steps: 2)
+        #expect(r.photos.map { $0.metadata.lensPosition?.value } == [3, 4])
+        var leftLock = false
+        var seen = 0
+        for await m in during {
+            seen += 1
+            let lens = m.lensPosition?.value ?? -1
+            if lens > 1.5 { leftLock = true }
+            // Once it left the lock, the lens does not go back to it between the steps.
+            if leftLock, m.sequence < r.photos[1].metadata.sequence { #expect(lens > 1.51, "frame \(m.sequence): lens \(lens) between steps") }
+            if leftLock, m.sequence > r.photos[1].metadata.sequence, abs(lens - 1.5) < 0.01 { return }
+            if seen > 200 { break }
+        }
+        Issue.record("the lens never went back to the locked 1.5 dpt after the bracket (\(seen) frames seen)")
+    }
+
     @Test("a focus bracket steps the lens and each photo is the frame after it settled")
     func focusBracket() async throws {
         let (session, cam) = try await simulatedSession(.imx708, landing: .random)
