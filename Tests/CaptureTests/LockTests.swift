@@ -125,9 +125,10 @@ struct StalledWaitTests {
         } catch let e as ShutterbugError {
             #expect(e.code == .timeout, "\(e)")
             let waited = MonotonicClock.now() - asked
-            // The deadline is 800 ms after `asked`; ticks come every 250 ms (later on a loaded
-            // machine: the bound only says the wait ended by time, not by a hang).
-            #expect(waited >= .milliseconds(800) && waited < .seconds(15), "waited \(waited)")
+            // The deadline is 800 ms after `asked`, and the wait does not end before it. How
+            // much later depends on the machine's load (ticks run on the cooperative pool); a
+            // hang is caught by the suite's time limit, not by a guess at the load here.
+            #expect(waited >= .milliseconds(800), "waited \(waited)")
         }
     }
 }
