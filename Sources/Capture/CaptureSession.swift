@@ -24,7 +24,9 @@ public actor CaptureSession {
     private var nextCookie: UInt64 = 0
     private var running = false
     private var failure: ShutterbugError?
-    private var leased = Set<Int>()
+    /// Slots whose buffers photos hold, with how many photos hold each (a trigger and a
+    /// capture can both take one frame); a slot goes back out when its last photo is released.
+    private var leased: [Int: Int] = [:]
     /// Slots neither queued nor held: they replace held ones so `pipelineDepth` requests stay
     /// in flight. Only that many are queued, so a new capture's first request waits behind
     /// no more than the depth.
@@ -81,7 +83,7 @@ public actor CaptureSession {
     public var latestFrame: FrameMetadata? { recent.last }
 
     /// Photos held by the consumer (not yet released).
-    public var photosHeld: Int { leased.count }
+    public var photosHeld: Int { leased.values.reduce(0, +) }
 
     // MARK: Life
 
@@ -430,7 +432,7 @@ public actor CaptureSession {
 
     private func handle(_ c: CompletedRequest) {
         let m = c.metadata
-        var keep = false
+        var holders = 0
         if c.status == .complete {
             recent.append(m)
             if recent.count > 6 { _ = recent.popFirst() }
@@ -442,14 +444,14 @@ public actor CaptureSession {
             let slot = c.slot
             cont.resume(returning: CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(w.instant)", planned: StepTarget(), actual: m),
                                                  metadata: m, buffers: c.buffers) { [weak self] in Task { await self?.returnSlot(slot) } })
-            keep = true
+            holders += 1
         }
-        if let capture = captures.first {
-            keep = judge(c, for: capture) || keep
+        if let capture = captures.first, judge(c, for: capture) {
+            holders += 1
         }
         inFlight -= 1
-        if keep {
-            leased.insert(c.slot)
+        if holders > 0 {
+            leased[c.slot] = holders
         } else {
             spare.append(c.slot)
         }
@@ -487,7 +489,12 @@ public actor CaptureSession {
 
     /// Called when a photo is released: the slot goes back out.
     func returnSlot(_ slot: Int) {
-        guard leased.remove(slot) != nil else { return }
+        guard let held = leased[slot] else { return }
+        guard held == 1 else {
+            leased[slot] = held - 1
+            return
+        }
+        leased[slot] = nil
         spare.append(slot)
         topUp()
     }

@@ -74,7 +74,7 @@ public struct BracketScheduler: Sendable {
     /// No frame at all for this long fails the bracket.
     public let stallTimeout: Duration
 
-    private var plan = Ring<Planned>(capacity: 64)
+    private var plan = Ring<Planned>(capacity: 16)
     /// Focus brackets: one step in flight at a time.
     public let sequential: Bool
     private var settle: [LensSettle?]

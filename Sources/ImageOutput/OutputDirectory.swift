@@ -60,21 +60,9 @@ public final class OutputDirectory: Sendable {
     @discardableResult
     public func removeStaleTemporaries() -> Int {
         var removed = 0
-        func sweep(_ dir: String, depth: Int) {
-            guard let d = opendir(dir) else { return }
-            defer { closedir(d) }
-            while let e = readdir(d) {
-                let name = withUnsafeBytes(of: e.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-                if name == "." || name == ".." { continue }
-                let full = dir + "/" + name
-                if let pid = Self.temporaryOwner(name) {
-                    if sbshim_process_alive(pid) == 0, unlink(full) == 0 { removed += 1 }
-                } else if depth > 0, e.pointee.d_type == UInt8(DT_DIR) {
-                    sweep(full, depth: depth - 1)
-                }
-            }
+        Self.walk(path, depth: 1) { full, _, name, isDirectory in
+            if !isDirectory, let pid = Self.temporaryOwner(name), sbshim_process_alive(pid) == 0, unlink(full) == 0 { removed += 1 }
         }
-        sweep(path, depth: 1)
         return removed
     }
 
@@ -111,22 +99,27 @@ public final class OutputDirectory: Sendable {
         guard template.pattern.contains("{capture}"), let regex = template.captureRegex() else { return 0 }
         var highest = 0
         let depth = template.pattern.split(separator: "/").count - 1
-        func scan(_ dir: String, relative: String, depth: Int) {
-            guard let d = opendir(dir) else { return }
-            defer { closedir(d) }
-            while let e = readdir(d) {
-                let name = withUnsafeBytes(of: e.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-                if name == "." || name == ".." || name.hasPrefix(".") { continue }
-                let rel = relative.isEmpty ? name : relative + "/" + name
-                if depth > 0, e.pointee.d_type == UInt8(DT_DIR) {
-                    scan(dir + "/" + name, relative: rel, depth: depth - 1)
-                } else if let number = template.captureNumber(in: rel, regex: regex) {
-                    highest = max(highest, number)
-                }
+        Self.walk(path, depth: depth) { _, relative, name, isDirectory in
+            if !isDirectory, !name.hasPrefix("."), let number = template.captureNumber(in: relative, regex: regex) {
+                highest = max(highest, number)
             }
         }
-        scan(path, relative: "", depth: depth)
         return highest
+    }
+
+    /// Calls `visit(full path, path relative to dir, name, is a directory)` for every entry
+    /// under `dir`, descending `depth` levels into folders (hidden ones are not descended).
+    static func walk(_ dir: String, depth: Int, relative: String = "", _ visit: (String, String, String, Bool) -> Void) {
+        guard let d = opendir(dir) else { return }
+        defer { closedir(d) }
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            if name == "." || name == ".." { continue }
+            let full = dir + "/" + name, rel = relative.isEmpty ? name : relative + "/" + name
+            let isDirectory = e.pointee.d_type == UInt8(DT_DIR)
+            visit(full, rel, name, isDirectory)
+            if isDirectory, depth > 0, !name.hasPrefix(".") { walk(full, depth: depth - 1, relative: rel, visit) }
+        }
     }
 
     /// The pid in a temporary file's name (`.shutterbug-PID-RANDOM-N.tmp`), nil for any other
