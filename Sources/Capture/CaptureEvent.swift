@@ -1,6 +1,5 @@
 import CaptureScheduler
 import ShutterbugCore
-import Synchronization
 
 /// One step of a capture as requested and as planned after adjustment to what the sensor can do.
 public struct ResolvedStep: Sendable, Hashable {
@@ -40,23 +39,18 @@ public final class CapturedPhoto: Sendable {
     public let step: ResolvedStep
     public let metadata: FrameMetadata
     public let buffers: [any FrameBuffer]
-    private let returnSlot: @Sendable () -> Void
-    private let released = Atomic<Bool>(false)
+    private let lease: BufferLease
 
     init(step: ResolvedStep, metadata: FrameMetadata, buffers: [any FrameBuffer], returnSlot: @escaping @Sendable () -> Void) {
         self.step = step
         self.metadata = metadata
         self.buffers = buffers
-        self.returnSlot = returnSlot
+        lease = BufferLease(returnSlot)
     }
-
-    deinit { release() }
 
     /// Gives the buffers back to the camera. Further reads of `buffers` see later frames.
-    /// Idempotent.
-    public func release() {
-        if !released.exchange(true, ordering: .acquiringAndReleasing) { returnSlot() }
-    }
+    /// Idempotent; also done when the photo is freed.
+    public func release() { lease.release() }
 }
 
 /// The phases of one capture, in AVFoundation's order.

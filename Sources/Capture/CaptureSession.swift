@@ -24,14 +24,10 @@ public actor CaptureSession {
     private var nextCookie: UInt64 = 0
     private var running = false
     private var failure: ShutterbugError?
-    /// Slots whose buffers photos hold, with how many photos hold each (a trigger and a
-    /// capture can both take one frame); a slot goes back out when its last photo is released.
-    private var leased: [Int: Int] = [:]
-    /// Slots neither queued nor held: they replace held ones so `pipelineDepth` requests stay
-    /// in flight. Only that many are queued, so a new capture's first request waits behind
-    /// no more than the depth.
-    private var spare: [Int] = []
-    private var inFlight = 0
+    /// Where every request slot is: queued, held by photos or sinks, or spare (pure).
+    private var ledger = SlotLedger(slots: 0, depth: pipelineDepth)
+    /// Sinks beside the photo path, each with the frames it may hold at once.
+    private var sinks: [SinkEntry] = []
     private var recent = Ring<FrameMetadata>(capacity: 8)
     private var lastSequence: UInt32?
     /// Controls in force outside a capture, sent again to restore after one.
@@ -82,8 +78,14 @@ public actor CaptureSession {
     /// The newest frame the session has seen.
     public var latestFrame: FrameMetadata? { recent.last }
 
-    /// Photos held by the consumer (not yet released).
-    public var photosHeld: Int { leased.values.reduce(0, +) }
+    /// Photos held by the consumer (not yet released), and frames held by sinks.
+    public var photosHeld: Int { ledger.holders }
+
+    /// Every request slot's state: queued + held + spare add up to the slots allocated.
+    public var slotLedger: SlotLedger { ledger }
+
+    /// What each sink was offered, kept, and missed while it held all it may.
+    public var sinkStatistics: [SinkStatistics] { sinks.map(\.statistics) }
 
     // MARK: Life
 
@@ -93,33 +95,42 @@ public actor CaptureSession {
     ///
     /// - Throws: `.invalidArgument` for a bracket size outside 1...32.
     @discardableResult
-    public func start(stream: StreamRequest, preparedBracketCount: Int = 9) throws -> CameraConfiguration {
-        try start(streams: [stream], preparedBracketCount: preparedBracketCount)
+    public func start(stream: StreamRequest, preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) throws -> CameraConfiguration {
+        try start(streams: [stream], preparedBracketCount: preparedBracketCount, sinks: sinks, framesPerSink: framesPerSink)
     }
 
     /// Configures several streams (a raw stream for DNG beside the processed one for JPEG),
-    /// each with buffers for the largest bracket plus the pipeline depth; a photo carries one
-    /// buffer per stream, in this order.
+    /// each with buffers for the largest bracket plus the pipeline depth plus what the sinks
+    /// may hold; a photo carries one buffer per stream, in this order.
+    ///
+    /// - Parameters:
+    ///   - sinks: offered every completed frame (`FrameSink`); each may hold `framesPerSink`
+    ///     frames at once, in buffers of its own, so what it holds never takes a bracket's.
     @discardableResult
-    public func start(streams: [StreamRequest], preparedBracketCount: Int = 9) throws -> CameraConfiguration {
+    public func start(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) throws -> CameraConfiguration {
         guard (1...32).contains(preparedBracketCount) else {
             throw ShutterbugError(.invalidArgument, "prepared bracket count must be in 1...32, not \(preparedBracketCount)")
         }
+        guard (1...8).contains(framesPerSink) else {
+            throw ShutterbugError(.invalidArgument, "frames per sink must be in 1...8, not \(framesPerSink)")
+        }
+        let sinkBuffers = sinks.count * framesPerSink
         let requests = streams.map { r -> StreamRequest in
             var s = r
-            s.bufferCount = preparedBracketCount + Self.pipelineDepth
+            s.bufferCount = preparedBracketCount + Self.pipelineDepth + sinkBuffers
             return s
         }
         let config = try backend.configure(requests)
         timing = timingForConfiguration(config)
         slots = try backend.allocate()
-        prepared = max(1, slots - Self.pipelineDepth)
+        prepared = max(1, slots - Self.pipelineDepth - sinkBuffers)
+        self.sinks = sinks.map { SinkEntry(sink: $0, quota: framesPerSink) }
         baseline = CameraControls(aeEnabled: true, awbEnabled: true,
                                   frameDurationLimits: timing.everyFramePeriod...max(timing.everyFramePeriod, .milliseconds(250)))
         if backend.controlLimits.supported.isDisjoint(with: [.aeEnable, .frameDurationLimits]) { baseline = CameraControls() }
         try backend.start(controls: baseline)
         running = true
-        spare = Array((0..<slots).reversed())
+        ledger = SlotLedger(slots: slots, depth: Self.pipelineDepth)
         topUp()
         let completions = backend.completions
         pump = Task { [weak self] in
@@ -449,18 +460,42 @@ public actor CaptureSession {
         if let capture = captures.first, judge(c, for: capture) {
             holders += 1
         }
-        inFlight -= 1
-        if holders > 0 {
-            leased[c.slot] = holders
-        } else {
-            spare.append(c.slot)
-        }
+        if c.status == .complete { holders += offerToSinks(c) }
+        ledger.completed(c.slot, holders: holders)
         topUp()
+    }
+
+    /// Offers a frame to each sink with room for it; returns how many kept it.
+    private func offerToSinks(_ c: CompletedRequest) -> Int {
+        var kept = 0
+        for i in sinks.indices {
+            sinks[i].statistics.offered += 1
+            guard sinks[i].held < sinks[i].quota else {
+                sinks[i].statistics.dropped += 1
+                continue
+            }
+            let slot = c.slot
+            let lease = BufferLease { [weak self] in Task { await self?.sinkReleased(i, slot: slot) } }
+            if sinks[i].sink.process(SinkFrame(metadata: c.metadata, buffers: c.buffers, lease: lease)) {
+                sinks[i].held += 1
+                sinks[i].statistics.kept += 1
+                kept += 1
+            } else {
+                // Declined: the frame going away must not give back a hold never taken.
+                lease.disarm()
+            }
+        }
+        return kept
+    }
+
+    private func sinkReleased(_ index: Int, slot: Int) {
+        sinks[index].held -= 1
+        returnSlot(slot)
     }
 
     /// Keeps `pipelineDepth` requests queued, from the spare slots.
     private func topUp() {
-        while running, inFlight < Self.pipelineDepth, let slot = spare.popLast() {
+        while running, let slot = ledger.nextToQueue() {
             requeue(slot)
         }
     }
@@ -478,10 +513,10 @@ public actor CaptureSession {
         }
         do {
             try backend.queue(slot: slot, cookie: cookie, controls: controls)
-            inFlight += 1
-        } catch let e as ShutterbugError {
-            if running { fail(e) }
-        } catch {}
+        } catch {
+            ledger.queueFailed(slot)
+            if running { fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)")) }
+        }
     }
 
     /// The controls in force outside captures go out with the next request.
@@ -489,14 +524,7 @@ public actor CaptureSession {
 
     /// Called when a photo is released: the slot goes back out.
     func returnSlot(_ slot: Int) {
-        guard let held = leased[slot] else { return }
-        guard held == 1 else {
-            leased[slot] = held - 1
-            return
-        }
-        leased[slot] = nil
-        spare.append(slot)
-        topUp()
+        if ledger.released(slot) { topUp() }
     }
 
     func fail(_ error: ShutterbugError) {
@@ -529,5 +557,26 @@ public actor CaptureSession {
             triggerWaiters.removeValue(forKey: w.id)?.resume(throwing: ShutterbugError(.timeout, "no frame exposed after \(w.instant) came back by \(w.deadline) (the camera's clock is now \(t))"))
         }
         tickCaptures(now: t)
+    }
+}
+
+/// What a sink was offered, kept, and missed because it held all the frames it may.
+public struct SinkStatistics: Sendable, Hashable {
+    public var name: String
+    public var offered = 0
+    public var kept = 0
+    public var dropped = 0
+}
+
+struct SinkEntry {
+    let sink: any FrameSink
+    let quota: Int
+    var held = 0
+    var statistics: SinkStatistics
+
+    init(sink: any FrameSink, quota: Int) {
+        self.sink = sink
+        self.quota = quota
+        statistics = SinkStatistics(name: sink.name)
     }
 }

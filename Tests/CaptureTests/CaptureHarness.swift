@@ -6,7 +6,7 @@ import Testing
 
 /// A capture session on a simulated camera in virtual time.
 func simulatedSession(_ profile: SensorProfile, landing: SimulationOptions.Landing = .random, drops: Double = 0, seed: UInt64 = 1,
-                      stream: StreamRequest = StreamRequest(role: .still), prepared: Int = 9,
+                      stream: StreamRequest = StreamRequest(role: .still), prepared: Int = 9, sinks: [any FrameSink] = [],
                       configure: (inout SimulationOptions) -> Void = { _ in }) async throws -> (CaptureSession, SimulatedCamera) {
     var o = SimulationOptions()
     o.clock = .virtual
@@ -20,7 +20,7 @@ func simulatedSession(_ profile: SensorProfile, landing: SimulationOptions.Landi
         let s = config.streams[0]
         return CameraTiming(profile: profile, mode: profile.mode(forWidth: s.width, height: s.height), ipaMinInterval: interval)
     }
-    try await session.start(stream: stream, preparedBracketCount: prepared)
+    try await session.start(stream: stream, preparedBracketCount: prepared, sinks: sinks)
     return (session, cam)
 }
 
@@ -75,8 +75,13 @@ func expectOrder(_ r: CaptureRecord, steps: Int, sourceLocation: SourceLocation 
 /// Photos are handed back to the session asynchronously: waits (up to a second) until none is
 /// held, and returns how many still are.
 func heldAfterRelease(_ session: CaptureSession) async -> Int {
+    await held(session, settlingAt: 0)
+}
+
+/// Waits (up to a second) until `expected` photos or sink frames are held; returns how many are.
+func held(_ session: CaptureSession, settlingAt expected: Int) async -> Int {
     for _ in 0..<100 {
-        if await session.photosHeld == 0 { return 0 }
+        if await session.photosHeld == expected { return expected }
         try? await Task.sleep(for: .milliseconds(10))
     }
     return await session.photosHeld

@@ -216,7 +216,9 @@ struct FileTests {
             #expect((s["files"] as? [String])?.count == 1)
         }
         let resolved = try #require(json["resolved"] as? [String: Any])
-        #expect(resolved["framesFirstToLast"] as? Int == 3)
+        // Random landing, as on a Pi: the IPA may turn late once inside the bracket, which
+        // repeats one step's frame (BracketTests): N or N + 1 frames.
+        #expect([3, 4].contains(resolved["framesFirstToLast"] as? Int ?? 0), "\(resolved)")
         #expect(resolved["meteredExposureUs"] is Double)
     }
 }
