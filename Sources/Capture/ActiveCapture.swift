@@ -44,7 +44,8 @@ final class ActiveCapture {
 extension CaptureSession {
     /// Starts the capture at the head of the queue.
     func activate() {
-        guard let capture = captures.first else { return }
+        guard let capture = captures.first, readyToActivate() else { return }
+        defer { topUp() }
         capture.lastProgress = now()
         startTicking()
         switch capture.settings.bracket {

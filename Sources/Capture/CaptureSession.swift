@@ -26,6 +26,16 @@ public actor CaptureSession {
     private var failure: ShutterbugError?
     /// Where every request slot is: queued, held by photos or sinks, or spare (pure).
     private var ledger = SlotLedger(slots: 0, depth: pipelineDepth)
+    /// A camera that paces by demand (virtual time) gets requests only while something waits
+    /// on frames: the first `warmUpFrames` after start (AE, AWB and the metadata a capture
+    /// plans from), then captures, locks, triggers and controls to send. Once demand ends,
+    /// the session is `paused`, and new demand waits until the requests still in flight have
+    /// come back, so what a capture sees never depends on how fast the machine ran.
+    static let warmUpFrames = 8
+    private var warmUpLeft = 0
+    private var paused = false
+    private var pendingActivation = false
+    private var warmedUp: CheckedContinuation<Void, Never>?
     /// Sinks beside the photo path, each with the frames it may hold at once.
     private var sinks: [SinkEntry] = []
     private var recent = Ring<FrameMetadata>(capacity: 8)
@@ -95,8 +105,8 @@ public actor CaptureSession {
     ///
     /// - Throws: `.invalidArgument` for a bracket size outside 1...32.
     @discardableResult
-    public func start(stream: StreamRequest, preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) throws -> CameraConfiguration {
-        try start(streams: [stream], preparedBracketCount: preparedBracketCount, sinks: sinks, framesPerSink: framesPerSink)
+    public func start(stream: StreamRequest, preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) async throws -> CameraConfiguration {
+        try await start(streams: [stream], preparedBracketCount: preparedBracketCount, sinks: sinks, framesPerSink: framesPerSink)
     }
 
     /// Configures several streams (a raw stream for DNG beside the processed one for JPEG),
@@ -107,7 +117,7 @@ public actor CaptureSession {
     ///   - sinks: offered every completed frame (`FrameSink`); each may hold `framesPerSink`
     ///     frames at once, in buffers of its own, so what it holds never takes a bracket's.
     @discardableResult
-    public func start(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) throws -> CameraConfiguration {
+    public func start(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) async throws -> CameraConfiguration {
         guard (1...32).contains(preparedBracketCount) else {
             throw ShutterbugError(.invalidArgument, "prepared bracket count must be in 1...32, not \(preparedBracketCount)")
         }
@@ -131,6 +141,7 @@ public actor CaptureSession {
         try backend.start(controls: baseline)
         running = true
         ledger = SlotLedger(slots: slots, depth: Self.pipelineDepth)
+        warmUpLeft = Self.warmUpFrames
         topUp()
         let completions = backend.completions
         pump = Task { [weak self] in
@@ -142,6 +153,10 @@ public actor CaptureSession {
             } catch {
                 await self?.fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)"))
             }
+        }
+        if backend.pacesByDemand {
+            // The warm-up frames run, and come back, before anything else is asked for.
+            await withCheckedContinuation { warmedUp = $0 }
         }
         return config
     }
@@ -291,6 +306,7 @@ public actor CaptureSession {
         guard running else { throw failure ?? ShutterbugError(.invalidState, "the session is not running") }
         if kinds.isEmpty {
             waitingControls.append((controls, []))
+            topUp()
             return result
         }
         // One request carries all of them; each fails on its own if its setting never shows
@@ -304,6 +320,7 @@ public actor CaptureSession {
             nextLockID += 1
         }
         waitingControls.append((controls, ids))
+        topUp()
         startTicking()
         try await withThrowingTaskGroup(of: (Locks.Kind, SyncPoint).self) { group in
             for (kind, id) in zip(kinds, ids) {
@@ -433,6 +450,7 @@ public actor CaptureSession {
         // timestamped in the past still gets its whole timeout.
         let start = max(instant, now())
         triggers.add(id: id, exposedAfter: instant, deadline: start + timeout)
+        topUp()
         startTicking()
         return try await withCheckedThrowingContinuation { c in
             triggerWaiters[id] = c
@@ -462,6 +480,16 @@ public actor CaptureSession {
         }
         if c.status == .complete { holders += offerToSinks(c) }
         ledger.completed(c.slot, holders: holders)
+        if warmUpLeft > 0 { warmUpLeft -= 1 }
+        if warmUpLeft == 0, ledger.queuedCount == 0, let w = warmedUp {
+            warmedUp = nil
+            paused = true
+            w.resume()
+        }
+        if pendingActivation, ledger.queuedCount == 0 {
+            pendingActivation = false
+            activate()
+        }
         topUp()
     }
 
@@ -493,11 +521,34 @@ public actor CaptureSession {
         returnSlot(slot)
     }
 
-    /// Keeps `pipelineDepth` requests queued, from the spare slots.
-    private func topUp() {
+    /// Keeps `pipelineDepth` requests queued, from the spare slots (for a camera that paces by
+    /// demand, only while there is demand and after a pause has drained).
+    func topUp() {
+        if backend.pacesByDemand {
+            guard hasDemand else {
+                paused = true
+                return
+            }
+            if paused {
+                guard ledger.queuedCount == 0 else { return }
+                paused = false
+            }
+        }
         while running, let slot = ledger.nextToQueue() {
             requeue(slot)
         }
+    }
+
+    private var hasDemand: Bool {
+        warmUpLeft > 0 || !captures.isEmpty || !locks.isEmpty || !triggers.isEmpty || !waitingControls.isEmpty
+    }
+
+    /// Whether a capture may start now: always on a real camera; on one paced by demand, only
+    /// once requests from before a pause have come back (else it waits for them).
+    func readyToActivate() -> Bool {
+        guard backend.pacesByDemand, paused, ledger.queuedCount > 0 else { return true }
+        pendingActivation = true
+        return false
     }
 
     private func requeue(_ slot: Int) {
@@ -520,7 +571,10 @@ public actor CaptureSession {
     }
 
     /// The controls in force outside captures go out with the next request.
-    func restoreBaseline() { waitingControls.append((baseline, [])) }
+    func restoreBaseline() {
+        waitingControls.append((baseline, []))
+        topUp()
+    }
 
     /// Called when a photo is released: the slot goes back out.
     func returnSlot(_ slot: Int) {
@@ -529,6 +583,8 @@ public actor CaptureSession {
 
     func fail(_ error: ShutterbugError) {
         failure = failure ?? error
+        warmedUp?.resume()
+        warmedUp = nil
         for capture in captures { capture.finish(throwing: error) }
         captures.removeAll()
         for id in locks.ids {

@@ -65,6 +65,9 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             lensPosition: profile.lensRange)
     }
 
+    /// Virtual time: a frame happens only when a request is there to take it.
+    public var pacesByDemand: Bool { options.clock == .virtual }
+
     /// Real time: CLOCK_MONOTONIC. Virtual time: the completion time of the newest frame.
     public var now: SensorTime {
         guard options.clock == .virtual else { return MonotonicClock.now() }

@@ -61,15 +61,14 @@ struct FrameSinkTests {
         #expect(await held(session, settlingAt: 1) == 1)
         let ledger = await session.slotLedger
         #expect(ledger.queuedCount + ledger.heldCount + ledger.spareCount == ledger.slots)
-        #expect(ledger.queuedCount == CaptureSession.pipelineDepth)
+        #expect(ledger.queuedCount <= CaptureSession.pipelineDepth)
         // Released, it is offered frames again and takes the next one.
         let before = await session.sinkStatistics[0].kept
         hoarder.releaseAll()
-        var kept = before
-        for _ in 0..<100 where kept == before {
-            try await Task.sleep(for: .milliseconds(10))
-            kept = await session.sinkStatistics[0].kept
-        }
+        #expect(await heldAfterRelease(session) == 0)
+        // Frames come again (in virtual time only while something waits on them).
+        _ = try await record(await session.capture(PhotoSettings()))
+        let kept = await session.sinkStatistics[0].kept
         #expect(kept > before)
         #expect(await held(session, settlingAt: 1) == 1)
         // Told to stop keeping, and let go: nothing is held.

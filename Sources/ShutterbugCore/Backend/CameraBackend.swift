@@ -16,6 +16,12 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// while no frame comes.
     var now: SensorTime { get }
 
+    /// Whether the camera's frames advance only while requests are queued, with no time of
+    /// their own (a simulated camera in virtual time). A session then queues requests only
+    /// while something waits on frames, so a seeded run repeats exactly whatever the machine's
+    /// speed. A real camera streams on its own clock and answers false.
+    var pacesByDemand: Bool { get }
+
     /// What the camera accepts, for validating settings before they are sent.
     var controlLimits: ControlLimits { get }
 
@@ -55,4 +61,5 @@ public protocol CameraBackend: AnyObject, Sendable {
 
 extension CameraBackend {
     public var now: SensorTime { MonotonicClock.now() }
+    public var pacesByDemand: Bool { false }
 }
