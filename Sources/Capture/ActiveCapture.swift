@@ -44,7 +44,7 @@ final class ActiveCapture {
 extension CaptureSession {
     /// Starts the capture at the head of the queue.
     func activate() {
-        guard let capture = captures.first, readyToActivate() else { return }
+        guard let capture = captures.first else { return }
         defer { topUp() }
         capture.lastProgress = now()
         startTicking()

@@ -26,15 +26,12 @@ public actor CaptureSession {
     private var failure: ShutterbugError?
     /// Where every request slot is: queued, held by photos or sinks, or spare (pure).
     private var ledger = SlotLedger(slots: 0, depth: pipelineDepth)
-    /// A camera that paces by demand (virtual time) gets requests only while something waits
-    /// on frames: the first `warmUpFrames` after start (AE, AWB and the metadata a capture
-    /// plans from), then captures, locks, triggers and controls to send. Once demand ends,
-    /// the session is `paused`, and new demand waits until the requests still in flight have
-    /// come back, so what a capture sees never depends on how fast the machine ran.
+    /// A camera that paces by demand (virtual time) takes frames only while something waits on
+    /// them: the first `warmUpFrames` after start (AE, AWB and the metadata a capture plans
+    /// from), then captures, locks, triggers and controls still to send. The pipeline stays
+    /// full meanwhile, as on a real camera; only the frames hold still, so a seeded run repeats.
     static let warmUpFrames = 8
     private var warmUpLeft = 0
-    private var paused = false
-    private var pendingActivation = false
     private var warmedUp: CheckedContinuation<Void, Never>?
     /// Sinks beside the photo path, each with the frames it may hold at once.
     private var sinks: [SinkEntry] = []
@@ -481,14 +478,9 @@ public actor CaptureSession {
         if c.status == .complete { holders += offerToSinks(c) }
         ledger.completed(c.slot, holders: holders)
         if warmUpLeft > 0 { warmUpLeft -= 1 }
-        if warmUpLeft == 0, ledger.queuedCount == 0, let w = warmedUp {
+        if warmUpLeft == 0, let w = warmedUp {
             warmedUp = nil
-            paused = true
             w.resume()
-        }
-        if pendingActivation, ledger.queuedCount == 0 {
-            pendingActivation = false
-            activate()
         }
         topUp()
     }
@@ -521,34 +513,17 @@ public actor CaptureSession {
         returnSlot(slot)
     }
 
-    /// Keeps `pipelineDepth` requests queued, from the spare slots (for a camera that paces by
-    /// demand, only while there is demand and after a pause has drained).
+    /// Keeps `pipelineDepth` requests queued, from the spare slots, and lets a camera that
+    /// paces by demand take frames while anything waits on them.
     func topUp() {
-        if backend.pacesByDemand {
-            guard hasDemand else {
-                paused = true
-                return
-            }
-            if paused {
-                guard ledger.queuedCount == 0 else { return }
-                paused = false
-            }
-        }
         while running, let slot = ledger.nextToQueue() {
             requeue(slot)
         }
+        if backend.pacesByDemand { backend.allowFrames(hasDemand) }
     }
 
     private var hasDemand: Bool {
         warmUpLeft > 0 || !captures.isEmpty || !locks.isEmpty || !triggers.isEmpty || !waitingControls.isEmpty
-    }
-
-    /// Whether a capture may start now: always on a real camera; on one paced by demand, only
-    /// once requests from before a pause have come back (else it waits for them).
-    func readyToActivate() -> Bool {
-        guard backend.pacesByDemand, paused, ledger.queuedCount > 0 else { return true }
-        pendingActivation = true
-        return false
     }
 
     private func requeue(_ slot: Int) {

@@ -33,6 +33,9 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     private var released = false
     private var thread: OSThread?
     private var startCount: UInt64 = 0
+    /// Virtual-time gate (`allowFrames`): off until a consumer first uses it.
+    private var gated = false
+    private var framesAllowed = true
 
     /// Creates a simulated camera with a sensor profile.
     public init(profile: SensorProfile, options: SimulationOptions = SimulationOptions()) {
@@ -67,6 +70,22 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
 
     /// Virtual time: a frame happens only when a request is there to take it.
     public var pacesByDemand: Bool { options.clock == .virtual }
+
+    /// Virtual time, once a consumer uses it: frames happen only while allowed, and each only
+    /// after the consumer has dealt with the previous one (lock-step), so what it queues in
+    /// answer to a frame is there for the next. Real time ignores it (the sensor has a clock).
+    public func allowFrames(_ allowed: Bool) {
+        guard options.clock == .virtual else { return }
+        lock.withLock {
+            if !gated {
+                gated = true
+                completions.onConsumerIdle { [weak self] in self?.lock.withLock { self?.lock.broadcast() } }
+            }
+            guard framesAllowed != allowed else { return }
+            framesAllowed = allowed
+            lock.broadcast()
+        }
+    }
 
     /// Real time: CLOCK_MONOTONIC. Virtual time: the completion time of the newest frame.
     public var now: SensorTime {
@@ -304,7 +323,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                         lock.wait(until: timing.completion)
                     }
                 } else {
-                    while !stopping, !lost, queued.isEmpty { lock.wait() }
+                    while !stopping, !lost, queued.isEmpty || (gated && !(framesAllowed && completions.isConsumerIdle)) { lock.wait() }
                 }
                 if stopping || lost { return (nil, true) }
                 // Only this thread takes requests off; it does so once the frame completes,

@@ -16,11 +16,15 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// while no frame comes.
     var now: SensorTime { get }
 
-    /// Whether the camera's frames advance only while requests are queued, with no time of
-    /// their own (a simulated camera in virtual time). A session then queues requests only
-    /// while something waits on frames, so a seeded run repeats exactly whatever the machine's
+    /// Whether the camera's frames have no time of their own (a simulated camera in virtual
+    /// time): it then takes a frame only while `allowFrames(true)` and once the consumer has
+    /// dealt with the last completion, so a seeded run repeats exactly whatever the machine's
     /// speed. A real camera streams on its own clock and answers false.
     var pacesByDemand: Bool { get }
+
+    /// Lets frames happen, or holds them (with the requests left queued), on a camera that
+    /// paces by demand; a real camera ignores it.
+    func allowFrames(_ allowed: Bool)
 
     /// What the camera accepts, for validating settings before they are sent.
     var controlLimits: ControlLimits { get }
@@ -62,4 +66,5 @@ public protocol CameraBackend: AnyObject, Sendable {
 extension CameraBackend {
     public var now: SensorTime { MonotonicClock.now() }
     public var pacesByDemand: Bool { false }
+    public func allowFrames(_ allowed: Bool) {}
 }

@@ -26,8 +26,17 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     }
 
     private let state = Mutex(State())
+    /// Called (outside the queue's lock) each time the consumer comes back for more and finds
+    /// nothing: it has dealt with every completion so far.
+    private let consumerIdle = Mutex<(@Sendable () -> Void)?>(nil)
 
     public init() {}
+
+    /// Sets what to call when the consumer has dealt with every completion and waits again.
+    public func onConsumerIdle(_ handler: (@Sendable () -> Void)?) { consumerIdle.withLock { $0 = handler } }
+
+    /// Whether the consumer has taken every completion and is waiting for the next.
+    public var isConsumerIdle: Bool { state.withLock { $0.items.isEmpty && $0.waiter != nil } }
 
     /// Hands a completed request to the consumer.
     public func push(_ request: CompletedRequest) {
@@ -122,7 +131,7 @@ public final class CompletionQueue: AsyncSequence, Sendable {
                     return .wait
                 }
                 switch outcome {
-                case .wait: break
+                case .wait: consumerIdle.withLock { $0 }?()
                 case .item(let item): c.resume(returning: item)
                 case .end: c.resume(returning: nil)
                 case .fail(let e): c.resume(throwing: e)
