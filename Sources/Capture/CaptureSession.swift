@@ -65,13 +65,14 @@ public actor CaptureSession {
     ///   - clock: the time the bracket scheduler judges stalls by; default the camera's own
     ///     clock (`backend.now`), so a simulated camera in virtual time never "stalls" because
     ///     the machine is slow.
-    ///   - timing: the camera's timing for the configuration `start` settles on.
+    ///   - timing: the camera's timing for the configuration `start` settles on; default the
+    ///     backend's own (`CameraBackend.timing`).
     public init(backend: any CameraBackend, clock: (@Sendable () -> SensorTime)? = nil,
-                timing: @escaping @Sendable (CameraConfiguration) -> CameraTiming) {
+                timing: (@Sendable (CameraConfiguration) -> CameraTiming)? = nil) {
         self.backend = backend
         self.now = clock ?? { [backend] in backend.now }
-        self.timingForConfiguration = timing
-        self.timing = CameraTiming(landingOffsets: 3...5, lineTime: .microseconds(30), margin: .milliseconds(2), minFramePeriod: .milliseconds(33), ipaMinInterval: .zero, gainRange: 1...16, exposureRange: .microseconds(30)...(.seconds(1)), readoutTime: .milliseconds(30))
+        self.timingForConfiguration = timing ?? { [backend] _ in backend.timing }
+        self.timing = .conservative(limits: ControlLimits(supported: []))
     }
 
     /// Every completed frame's metadata from now on, for monitoring. Keeps the newest

@@ -48,6 +48,22 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
 
     deinit { release() }
 
+    /// A known Raspberry Pi sensor's mode for the configured size (the raw stream's, else the
+    /// first's), as the Pi pipeline picks it; `nil` for other sensors.
+    public var configuredMode: SensorMode? {
+        guard let profile = sensorProfile else { return nil }
+        let streams = control.withLock { $0.streams }
+        guard let s = streams.first(where: { $0.role == .raw }) ?? streams.first else { return nil }
+        return profile.mode(forWidth: s.width, height: s.height)
+    }
+
+    /// From the sensor's profile where Shutterbug knows it; otherwise conservative, from the
+    /// limits libcamera reports.
+    public var timing: CameraTiming {
+        if let profile = sensorProfile, let mode = configuredMode { return CameraTiming(profile: profile, mode: mode) }
+        return .conservative(limits: controlLimits)
+    }
+
     public var controlLimits: ControlLimits {
         var l = sbc_control_limits()
         _ = control.withLock { _ in sbc_camera_control_limits(handle, &l) }

@@ -52,6 +52,15 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
 
     /// The sensor mode chosen by the last `configure`.
     public var sensorMode: SensorMode { lock.withLock { mode } }
+    public var sensorProfile: SensorProfile? { profile }
+    public var configuredMode: SensorMode? { sensorMode }
+
+    /// The profile's timing in the configured mode, with this simulation's IPA rate and lens.
+    public var timing: CameraTiming {
+        var t = CameraTiming(profile: profile, mode: sensorMode, ipaMinInterval: options.ipaMinInterval)
+        t.lensSettleTime = options.lensSettleTime
+        return t
+    }
 
     /// The controls this sensor's pipeline accepts: the lens ones only with a focus motor.
     private var supportedControls: ControlSet {

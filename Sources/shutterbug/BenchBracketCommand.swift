@@ -88,7 +88,7 @@ struct BenchBracket: AsyncParsableCommand {
     private func scheduler(_ profile: SensorProfile, landing: SimulationOptions.Landing, n: Int, drops: Double, seed: UInt64) async throws -> Outcome {
         let cam = camera(profile, landing: landing, drops: drops, seed: seed)
         defer { cam.release() }
-        let session = CaptureSession(backend: cam) { CameraTiming.estimate(for: cam, configuration: $0) }
+        let session = CaptureSession(backend: cam)
         try await session.start(stream: StreamRequest(role: .still), preparedBracketCount: n)
         // Let the stream run in, then capture.
         _ = try await session.capture(PhotoSettings()).reduce(into: 0) { _, e in if case .photo(let p) = e { p.release() } }
@@ -115,7 +115,8 @@ struct BenchBracket: AsyncParsableCommand {
         let cam = camera(profile, landing: landing, drops: drops, seed: seed)
         defer { cam.release() }
         let config = try cam.configure([StreamRequest(role: .still, bufferCount: CaptureSession.pipelineDepth)])
-        let timing = CameraTiming.estimate(for: cam, configuration: config)
+        _ = config
+        let timing = cam.timing
         let slots = try cam.allocate()
         try cam.start(controls: CameraControls(frameDurationLimits: timing.everyFramePeriod...(.milliseconds(250))))
         for s in 0..<slots { try cam.queue(slot: s, cookie: UInt64(s), controls: .none) }

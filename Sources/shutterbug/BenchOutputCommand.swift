@@ -131,8 +131,7 @@ struct BenchOutput: AsyncParsableCommand {
         let profile = SensorProfile.imx477
         let cam = SimulatedCamera(profile: profile, options: o)
         defer { cam.release() }
-        let interval = o.ipaMinInterval
-        let session = CaptureSession(backend: cam) { _ in CameraTiming(profile: profile, mode: cam.sensorMode, ipaMinInterval: interval) }
+        let session = CaptureSession(backend: cam)
         let config = try await session.start(streams: [StreamRequest(role: .still), StreamRequest(role: .raw)], preparedBracketCount: 1)
         var result: (FrameCopy, FrameCopy, PhotoFacts)?
         for try await e in await session.capture(PhotoSettings(formats: [.dng, .jpeg])) {

@@ -102,7 +102,7 @@ struct Bracket: AsyncParsableCommand {
         let settings = try bracketSettings()
         let cam = try camera.open()
         defer { cam.release() }
-        let session = CaptureSession(backend: cam) { CameraTiming.estimate(for: cam, configuration: $0) }
+        let session = CaptureSession(backend: cam)
         let formats = try self.formats()
         var streams = [StreamRequest(role: StreamRole(rawValue: role)!)]
         if output != nil && formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
@@ -117,8 +117,7 @@ struct Bracket: AsyncParsableCommand {
         var writer: PhotoFileWriter?
         if let output {
             let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
-            let description = (cam as? SimulatedCamera).map { CameraDescription(profile: $0.profile) }
-                ?? SensorProfile.named(cam.info.model).map { CameraDescription(profile: $0) }
+            let description = cam.sensorProfile.map { CameraDescription(profile: $0) }
                 ?? CameraDescription(model: cam.info.model, blackLevel: 0, bitDepth: config.streams.compactMap { $0.pixelFormat.bayer?.bits }.first ?? 16)
             writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: description,
                                          template: try FileNameTemplate(validating: name), jpegQuality: quality)
@@ -264,25 +263,5 @@ extension Substring {
         while s.first == " " { s = s.dropFirst() }
         while s.last == " " { s = s.dropLast() }
         return s
-    }
-}
-
-extension CameraTiming {
-    /// The timing of a camera in a configuration: exact for the simulated camera and for a
-    /// known Raspberry Pi sensor; conservative for anything else (late landings allowed).
-    static func estimate(for cam: any CameraBackend, configuration: CameraConfiguration) -> CameraTiming {
-        let s = configuration.streams[0]
-        if let sim = cam as? SimulatedCamera {
-            var t = CameraTiming(profile: sim.profile, mode: sim.sensorMode, ipaMinInterval: sim.options.ipaMinInterval)
-            t.lensSettleTime = sim.options.lensSettleTime
-            return t
-        }
-        if let profile = SensorProfile.named(cam.info.model) {
-            return CameraTiming(profile: profile, mode: profile.mode(forWidth: s.width, height: s.height))
-        }
-        let limits = cam.controlLimits
-        return CameraTiming(landingOffsets: 3...6, lineTime: .microseconds(30), margin: .milliseconds(2), minFramePeriod: limits.frameDuration?.lowerBound ?? .milliseconds(33),
-                            ipaMinInterval: .nanoseconds(33_333_333), gainRange: limits.analogueGain ?? 1...16,
-                            exposureRange: limits.exposureTime ?? .microseconds(30)...(.seconds(1)), readoutTime: .milliseconds(35))
     }
 }

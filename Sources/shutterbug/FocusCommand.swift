@@ -27,7 +27,7 @@ struct Focus: AsyncParsableCommand {
     func run() async throws {
         let cam = try camera.open()
         defer { cam.release() }
-        let session = CaptureSession(backend: cam) { CameraTiming.estimate(for: cam, configuration: $0) }
+        let session = CaptureSession(backend: cam)
         try await session.start(stream: StreamRequest(role: .viewfinder), preparedBracketCount: 1)
         let result = try await session.configure { $0.lockedFocus = Dioptres(lens) }
         await session.stop()

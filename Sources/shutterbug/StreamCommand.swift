@@ -144,7 +144,7 @@ struct Stream: AsyncParsableCommand {
         }
         if exposure != nil, gain != nil { s.controls.aeEnabled = false }
         if let lens {
-            if let sim = cam as? SimulatedCamera, !sim.profile.hasFocusMotor {
+            if !limits.supported.contains(.lensPosition) {
                 throw ShutterbugError(.unsupported, "\(cam.info.id) has no focus motor; lens positions need a camera with one, such as sim:imx708 (Camera Module 3)")
             }
             var lens = lens
@@ -160,8 +160,7 @@ struct Stream: AsyncParsableCommand {
         // Frame duration: the rate asked for, and long enough for the exposure, or the sensor
         // silently shortens it.
         var note: [String] = []
-        if let sim = cam as? SimulatedCamera {
-            let mode = sim.sensorMode
+        if let mode = cam.configuredMode {
             s.tolerance = mode.lineTime
             if let e = s.exposure {
                 let period = fps.map { Duration.seconds(exactly: 1 / $0) }

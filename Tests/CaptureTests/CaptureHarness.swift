@@ -15,11 +15,7 @@ func simulatedSession(_ profile: SensorProfile, landing: SimulationOptions.Landi
     o.seed = seed
     configure(&o)
     let cam = SimulatedCamera(profile: profile, options: o)
-    let interval = o.ipaMinInterval
-    let session = CaptureSession(backend: cam) { config in
-        let s = config.streams[0]
-        return CameraTiming(profile: profile, mode: profile.mode(forWidth: s.width, height: s.height), ipaMinInterval: interval)
-    }
+    let session = CaptureSession(backend: cam)
     try await session.start(stream: stream, preparedBracketCount: prepared, sinks: sinks)
     return (session, cam)
 }

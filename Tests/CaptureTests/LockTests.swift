@@ -51,9 +51,7 @@ struct LockTests {
         o.subjectDistance = 0.25  // 4 dioptres
         let cam = SimulatedCamera(profile: .imx708, options: o)
         defer { cam.release() }
-        let session = CaptureSession(backend: cam) { c in
-            CameraTiming(profile: .imx708, mode: SensorProfile.imx708.mode(forWidth: c.streams[0].width, height: c.streams[0].height))
-        }
+        let session = CaptureSession(backend: cam)
         try await session.start(stream: StreamRequest(role: .viewfinder, width: 640, height: 480))
         _ = try await session.configure { $0.lockedFocus = Dioptres(0) }
         let result = try await session.configure { $0.lockedFocus = Dioptres(4) }

@@ -78,8 +78,7 @@ func writeBracket(_ profile: SensorProfile, raw: (Int, Int), rawPacking: BayerPa
     o.clock = .virtual
     o.landing = .random
     let cam = SimulatedCamera(profile: profile, options: o)
-    let interval = o.ipaMinInterval
-    let session = CaptureSession(backend: cam) { _ in CameraTiming(profile: profile, mode: cam.sensorMode, ipaMinInterval: interval) }
+    let session = CaptureSession(backend: cam)
     let rawFormat = PixelFormat.bayer(BayerFormat(cfa: profile.cfa, bits: profile.bitDepth, packing: rawPacking))
     let config = try await session.start(streams: [StreamRequest(role: .still, width: 640, height: 480), StreamRequest(role: .raw, width: raw.0, height: raw.1, pixelFormat: rawFormat)],
                                          preparedBracketCount: bracket.count)
@@ -247,8 +246,7 @@ struct WriterLoadTests {
         o.clock = .virtual
         let profile = SensorProfile.imx477
         let cam = SimulatedCamera(profile: profile, options: o)
-        let interval = o.ipaMinInterval
-        let session = CaptureSession(backend: cam) { _ in CameraTiming(profile: profile, mode: cam.sensorMode, ipaMinInterval: interval) }
+        let session = CaptureSession(backend: cam)
         let config = try await session.start(streams: [StreamRequest(role: .still, width: 1332, height: 990)], preparedBracketCount: 3)
         // Room for one photo's copy at a time: the second capture must wait for the first's
         // files.

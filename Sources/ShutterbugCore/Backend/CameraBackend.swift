@@ -26,6 +26,18 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// paces by demand; a real camera ignores it.
     func allowFrames(_ allowed: Bool)
 
+    /// The sensor, where Shutterbug knows it (the simulated profiles, and a libcamera camera
+    /// whose model is one of them); `nil` for anything else (vimc).
+    var sensorProfile: SensorProfile? { get }
+
+    /// The sensor mode the last `configure` settled on, where known.
+    var configuredMode: SensorMode? { get }
+
+    /// The camera's timing in the configured mode: control landing, line time, limits. The
+    /// one source for them (a known sensor's profile; otherwise what the camera reports,
+    /// conservatively).
+    var timing: CameraTiming { get }
+
     /// What the camera accepts, for validating settings before they are sent.
     var controlLimits: ControlLimits { get }
 
@@ -65,6 +77,7 @@ public protocol CameraBackend: AnyObject, Sendable {
 
 extension CameraBackend {
     public var now: SensorTime { MonotonicClock.now() }
+    public var sensorProfile: SensorProfile? { SensorProfile.named(info.model) }
     public var pacesByDemand: Bool { false }
     public func allowFrames(_ allowed: Bool) {}
 }

@@ -1,5 +1,3 @@
-import ShutterbugCore
-
 /// What the scheduler must know about the camera's timing to plan requests and judge frames.
 public struct CameraTiming: Sendable, Hashable {
     /// Sensor frames after a request's paired frame on which its sensor controls can land.
@@ -58,5 +56,15 @@ public struct CameraTiming: Sendable, Hashable {
     public func latestLanding(framePeriod: Duration) -> Int {
         let skip = framePeriod >= ipaMinInterval * 0.9 ? 0 : Int((ipaMinInterval * 0.9).nanosecondsValue / max(1, framePeriod.nanosecondsValue))
         return landingOffsets.upperBound + skip
+    }
+}
+
+extension CameraTiming {
+    /// What is assumed of a camera Shutterbug knows nothing about (vimc, a USB camera): late
+    /// landings allowed, the frame and exposure limits it reports, the Pi IPA's 30 Hz.
+    public static func conservative(limits: ControlLimits) -> CameraTiming {
+        CameraTiming(landingOffsets: 3...6, lineTime: .microseconds(30), margin: .milliseconds(2), minFramePeriod: limits.frameDuration?.lowerBound ?? .milliseconds(33),
+                     ipaMinInterval: .nanoseconds(33_333_333), gainRange: limits.analogueGain ?? 1...16,
+                     exposureRange: limits.exposureTime ?? .microseconds(30)...(.seconds(1)), readoutTime: .milliseconds(35))
     }
 }
