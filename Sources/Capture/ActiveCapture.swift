@@ -9,6 +9,8 @@ final class ActiveCapture {
         case bracketing
         /// A single photo: the first frame after this one.
         case single(after: UInt32?)
+        /// A bracket exposed after a trigger waits until its requests would land after it.
+        case waitingForInstant(SensorTime)
         case done
     }
 
@@ -48,6 +50,23 @@ extension CaptureSession {
         defer { topUp() }
         capture.lastProgress = now()
         startTicking()
+        if capture.settings.bracket != nil, let instant = capture.settings.exposedAfter, !requestsLandAfter(instant) {
+            capture.phase = .waitingForInstant(instant)
+            return
+        }
+        plan(capture)
+    }
+
+    /// Whether requests queued now would land on frames exposed after `instant`: the newest
+    /// frame plus the queue and the earliest landing reaches past it.
+    func requestsLandAfter(_ instant: SensorTime) -> Bool {
+        guard let m = recentMetadata.last, let ts = m.sensorTimestamp else { return false }
+        let period = m.frameDuration ?? timing.everyFramePeriod
+        return ts + period * timing.landingOffsets.lowerBound >= instant
+    }
+
+    /// Plans the capture at the head of the queue: a single photo, metering, or a bracket.
+    private func plan(_ capture: ActiveCapture) {
         switch capture.settings.bracket {
         case nil:
             capture.phase = .single(after: lastSequenceSeen)
@@ -93,7 +112,7 @@ extension CaptureSession {
             return
         }
         capture.resolved.steps = planned.map(\.0)
-        capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing, now: now())
+        capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing, now: now(), notBefore: capture.settings.exposedAfter)
         capture.phase = .bracketing
         capture.continuation.yield(.settingsResolved(capture.resolved))
         startTicking()
@@ -108,10 +127,17 @@ extension CaptureSession {
         case .single(let after):
             capture.lastProgress = now()
             guard c.status == .complete, after.map({ c.metadata.sequence > $0 }) ?? true else { return false }
+            if let instant = capture.settings.exposedAfter {
+                guard let start = c.metadata.exposureStart, start >= instant else { return false }
+            }
             capture.resolved.steps[0].actual = c.metadata
             capture.photos[0] = (c, capture.resolved.steps[0])
             complete(capture)
             return true
+        case .waitingForInstant(let instant):
+            capture.lastProgress = now()
+            if requestsLandAfter(instant) { plan(capture) }
+            return false
         case .metering:
             capture.lastProgress = now()
             capture.meteredFrames += 1
@@ -218,7 +244,7 @@ extension CaptureSession {
             let actions = s.tick(now: t)
             capture.scheduler = s
             for case .failed(_, let reason) in actions { abandon(capture, reason: reason) }
-        case .metering, .single:
+        case .metering, .single, .waitingForInstant:
             let period = recentMetadata.last?.frameDuration ?? timing.everyFramePeriod
             let limit = max(.seconds(2), period * 10)
             guard let last = capture.lastProgress, t - last > limit else { return }

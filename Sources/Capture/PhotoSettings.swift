@@ -12,11 +12,15 @@ public struct PhotoSettings: Sendable, Hashable {
     public let bracket: BracketSettings?
     /// The files each photo should become (written by the image writers).
     public let formats: Set<PhotoFormat>
+    /// A trigger's instant on the camera's clock: every photo of the capture is a frame whose
+    /// exposure began at or after it (`SensorTimestamp - ExposureTime >= instant`).
+    public let exposedAfter: SensorTime?
 
-    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg]) {
+    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], exposedAfter: SensorTime? = nil) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
+        self.exposedAfter = exposedAfter
     }
 }
 

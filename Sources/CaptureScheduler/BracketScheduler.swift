@@ -41,6 +41,8 @@ public struct BracketScheduler: Sendable {
         case requestFailed
         /// The camera says the frame carries this step's request, but its metadata disagrees.
         case controlsDisagree(step: Int)
+        /// The frame began exposing before the trigger's instant.
+        case beforeTrigger
 
         public var description: String {
             switch self {
@@ -48,6 +50,7 @@ public struct BracketScheduler: Sendable {
             case .duplicate(let s): return "repeats step \(s + 1)"
             case .requestFailed: return "request failed"
             case .controlsDisagree(let s): return "reports step \(s + 1)'s request but not its settings"
+            case .beforeTrigger: return "exposed before the trigger"
             }
         }
     }
@@ -75,6 +78,7 @@ public struct BracketScheduler: Sendable {
     public let stallTimeout: Duration
 
     private var plan = Ring<Planned>(capacity: 16)
+    public let notBefore: SensorTime?
     /// Focus brackets: one step in flight at a time.
     public let sequential: Bool
     private var settle: [LensSettle?]
@@ -93,7 +97,10 @@ public struct BracketScheduler: Sendable {
     /// - Parameters:
     ///   - now: the time the bracket starts, on the clock later `now`s come from.
     ///   - stallTimeout: default: 2 s or ten of the bracket's longest frames, whichever is more.
-    public init(steps: [Step], restore: CameraControls, timing: CameraTiming, maxAttempts: Int = 4, now: SensorTime, stallTimeout: Duration? = nil) {
+    /// - Parameter notBefore: a trigger's instant: no frame whose exposure began before it is
+    ///   any step's photo.
+    public init(steps: [Step], restore: CameraControls, timing: CameraTiming, maxAttempts: Int = 4, now: SensorTime, stallTimeout: Duration? = nil, notBefore: SensorTime? = nil) {
+        self.notBefore = notBefore
         precondition(!steps.isEmpty, "a bracket has at least one step")
         self.steps = steps
         self.restore = restore
@@ -162,7 +169,9 @@ public struct BracketScheduler: Sendable {
             return actions
         }
 
-        let open = steps.indices.filter { delivered[$0] == nil && (window[$0].map { seq >= $0.lowerBound } ?? false) }
+        // A frame exposed before the trigger is no step's, whatever it carries.
+        let early = notBefore.map { nb in m.exposureStart.map { $0 < nb } ?? true } ?? false
+        let open = early ? [] : steps.indices.filter { delivered[$0] == nil && (window[$0].map { seq >= $0.lowerBound } ?? false) }
         // Focus steps: each open one sees every frame once, to know when its lens settled.
         var settled = Set<Int>()
         for i in open where settle[i] != nil {
@@ -184,6 +193,8 @@ public struct BracketScheduler: Sendable {
             } else if isInsideBracket(seq) && !open.isEmpty {
                 actions.append(.discard(sequence: m.sequence, reason: .noStepMatches))
             }
+        } else if early {
+            if isInsideBracket(seq) { actions.append(.discard(sequence: m.sequence, reason: .beforeTrigger)) }
         } else if let i = open.first(where: matches) {
             delivered[i] = m.sequence
             actions.append(.photo(step: i))
