@@ -89,6 +89,42 @@ public actor CaptureSession {
     /// Photos held by the consumer (not yet released), and frames held by sinks.
     public var photosHeld: Int { ledger.holders }
 
+    /// Returns once exactly `count` photos and sink frames are held (photos are handed back
+    /// through a task hop, so a release is not seen at once), or when the task is cancelled.
+    public func waitUntilHeld(_ count: Int) async {
+        guard ledger.holders != count else { return }
+        let id = nextHeldWaiter
+        nextHeldWaiter += 1
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { c in
+                if Task.isCancelled { c.resume() } else { heldWaiters.append((id, count, c)) }
+            }
+        } onCancel: {
+            Task { await self.endHeldWait(id) }
+        }
+    }
+
+    private var heldWaiters: [(id: Int, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    private var nextHeldWaiter = 0
+
+    private func endHeldWait(_ id: Int) {
+        heldWaiters.removeAll { w in
+            guard w.id == id else { return false }
+            w.continuation.resume()
+            return true
+        }
+    }
+
+    private func resumeHeldWaiters() {
+        guard !heldWaiters.isEmpty else { return }
+        let holders = ledger.holders
+        heldWaiters.removeAll { w in
+            guard w.count == holders else { return false }
+            w.continuation.resume()
+            return true
+        }
+    }
+
     /// Every request slot's state: queued + held + spare add up to the slots allocated.
     public var slotLedger: SlotLedger { ledger }
 
@@ -478,6 +514,7 @@ public actor CaptureSession {
         }
         if c.status == .complete { holders += offerToSinks(c) }
         ledger.completed(c.slot, holders: holders)
+        if holders > 0 { resumeHeldWaiters() }
         if warmUpLeft > 0 { warmUpLeft -= 1 }
         if warmUpLeft == 0, let w = warmedUp {
             warmedUp = nil
@@ -554,7 +591,9 @@ public actor CaptureSession {
 
     /// Called when a photo is released: the slot goes back out.
     func returnSlot(_ slot: Int) {
-        if ledger.released(slot) { topUp() }
+        guard ledger.released(slot) else { return }
+        resumeHeldWaiters()
+        topUp()
     }
 
     func fail(_ error: ShutterbugError) {

@@ -40,6 +40,9 @@ public final class ProcessingPool: @unchecked Sendable {
     deinit { shutdown() }
 
     /// Bytes reserved now, the most ever reserved, and jobs waiting or running.
+    /// Captures waiting for room (back-pressure in progress).
+    public var waitingReservations: Int { lock.withLock { waiters.count } }
+
     public var load: (reserved: Int, peak: Int, pending: Int) {
         lock.withLock { (reserved, peak, queue.count + busy) }
     }

@@ -74,11 +74,14 @@ func heldAfterRelease(_ session: CaptureSession) async -> Int {
     await held(session, settlingAt: 0)
 }
 
-/// Waits (up to a second) until `expected` photos or sink frames are held; returns how many are.
+/// Waits until `expected` photos or sink frames are held, or a second has passed (a leak is a
+/// test failure, not a hang); returns how many are held.
 func held(_ session: CaptureSession, settlingAt expected: Int) async -> Int {
-    for _ in 0..<100 {
-        if await session.photosHeld == expected { return expected }
-        try? await Task.sleep(for: .milliseconds(10))
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask { await session.waitUntilHeld(expected) }
+        group.addTask { try? await Task.sleep(for: .seconds(1)) }
+        await group.next()
+        group.cancelAll()
     }
     return await session.photosHeld
 }

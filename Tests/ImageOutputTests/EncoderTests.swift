@@ -157,7 +157,8 @@ struct OutputUnitTests {
             order.append("admitted")
             return waited
         }
-        try await Task.sleep(for: .milliseconds(50))
+        // Once the second reservation is waiting (a condition, not a guess at time), free room.
+        while pool.waitingReservations == 0 { await Task.yield() }
         order.append("job released")
         gate.open()
         let waited = await second.value

@@ -56,7 +56,8 @@ struct CompletionQueueTests {
     func cancellation() async {
         let q = CompletionQueue()
         let task = Task { try await q.next() }
-        try? await Task.sleep(for: .milliseconds(20))
+        // Cancel once it is really waiting (not before it got there).
+        while !q.isConsumerIdle { await Task.yield() }
         task.cancel()
         let result = await task.result
         #expect(throws: CancellationError.self) { try result.get() }
