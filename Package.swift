@@ -18,6 +18,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
     ],
     targets: [
         // C layer
@@ -43,7 +44,8 @@ let package = Package(
         ),
 
         // Core: pure Swift
-        .target(name: "ShutterbugCore"),
+        // Errno (swift-system) is the typed errno at the C boundary.
+        .target(name: "ShutterbugCore", dependencies: [.product(name: "SystemPackage", package: "swift-system")]),
 
         .target(name: "CaptureScheduler", dependencies: ["ShutterbugCore"]),
         .target(name: "Capture", dependencies: ["ShutterbugCore", "CaptureScheduler"]),
@@ -53,7 +55,7 @@ let package = Package(
         .target(name: "LibcameraBackend", dependencies: ["ShutterbugCore", "CLibcameraBridge"]),
         .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"]),
         .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM"]),
-        .target(name: "ImageOutput", dependencies: ["ShutterbugCore", "Capture", "CImageCodecs", "CSystemShims"]),
+        .target(name: "ImageOutput", dependencies: ["ShutterbugCore", "Capture", "CImageCodecs", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")]),
 
         // Executable
         .executableTarget(

@@ -1,5 +1,6 @@
 import CImageCodecs
 import ShutterbugCore
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -152,7 +153,7 @@ public enum JPEGEncoder {
         var err = [CChar](repeating: 0, count: 256)
         let rc = err.withUnsafeMutableBufferPointer { body(&out, &len, $0.baseAddress!, $0.count) }
         guard rc == 0, let out else {
-            throw ShutterbugError(rc == -EINVAL ? .invalidArgument : .system, "\(what): \(message(err))", errno: rc < 0 ? -rc : nil)
+            throw ShutterbugError(rc == -EINVAL ? .invalidArgument : .system, "\(what): \(message(err))", errno: rc < 0 ? Errno(rawValue: -rc) : nil)
         }
         defer { sbi_free(out) }
         return Array(UnsafeBufferPointer(start: out, count: len))

@@ -12,9 +12,10 @@ import Glibc
 /// signals an eventfd; a drain thread here waits on it (poll, no sleeping) and hands the
 /// completions to `completions`.
 public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
-    // `@unchecked Sendable`: `handle` calls other than next_completion are serialised by
-    // `control`; the drain path is serialised by `drainLock`; buffers are immutable after
-    // `allocate`.
+    // `@unchecked Sendable`: every `handle` call but next_completion (the drain path, under
+    // `drainLock`) holds `control`, so `queue` from a trigger or preview thread and `stop` or
+    // `configure` from another are serialised; buffers are immutable after `allocate`.
+    // (The conformance suite's queue/stop race runs on vimc in the virtual board.)
 
     public let info: CameraInfo
     public let completions = CompletionQueue()
@@ -156,7 +157,9 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     public func queue(slot: Int, cookie: UInt64, controls: CameraControls) throws -> ControlSet {
         var c = sbc_controls(controls)
         var unsupported: UInt32 = 0
-        let rc = sbc_camera_queue(handle, UInt32(slot), cookie, &c, &unsupported)
+        // Under `control`: the bridge's `running` flag and libcamera's queueRequest must not
+        // race a stop on another thread.
+        let rc = control.withLock { _ in sbc_camera_queue(handle, UInt32(slot), cookie, &c, &unsupported) }
         switch rc {
         case 0: return ControlSet(rawValue: unsupported)
         case -16: throw ShutterbugError(.busy, "request slot \(slot) is already queued", errno: 16)

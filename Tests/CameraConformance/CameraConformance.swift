@@ -119,6 +119,48 @@ public struct CameraConformance: Sendable {
         #expect(returned == slots, "queued \(slots) requests, \(returned) came back by the time stop returned")
     }
 
+    /// `queue` from the consumer's thread races `stop` from another (a trigger or preview
+    /// thread will do this): every request queued comes back exactly once, a queue refused
+    /// because the camera stopped says so (`.invalidState`), and nothing else fails.
+    public func queueRacesStop() async throws {
+        let cam = try make()
+        defer { cam.release() }
+        let slots = try startStreaming(cam)
+        var outstanding = Set((0..<UInt64(slots)))
+        var nextCookie = UInt64(slots)
+        let gate = OneShot()
+        let stopper = OSThread {
+            gate.wait()
+            try? cam.stop()
+            gate.markStopped()
+        }
+        // Also on a failed expectation or a throw: the stopper is let go before it is joined.
+        defer {
+            gate.open()
+            stopper.join()
+        }
+        var completed = 0
+        while true {
+            guard let c = gate.stopped ? cam.completions.tryNext() : try await cam.completions.next(timeout: frameTimeout) else { break }
+            #expect(outstanding.remove(c.cookie) != nil, "cookie \(c.cookie) came back twice or was never queued")
+            completed += 1
+            if completed == 20 { gate.open() }
+            guard c.status != .cancelled else { continue }
+            do {
+                try cam.queue(slot: c.slot, cookie: nextCookie, controls: .none)
+                outstanding.insert(nextCookie)
+                nextCookie += 1
+            } catch let e as ShutterbugError {
+                #expect(e.code == .invalidState, "a queue racing stop failed with \(e)")
+            }
+        }
+        gate.open()
+        stopper.join()
+        // Whatever stop cancelled is in the queue once stop has returned.
+        while let c = cam.completions.tryNext() { #expect(outstanding.remove(c.cookie) != nil, "cookie \(c.cookie) twice") }
+        #expect(outstanding.isEmpty, "requests never returned: \(outstanding.sorted())")
+    }
+
     /// The camera starts again after a stop and frames flow.
     public func restartsAfterStop() async throws {
         let cam = try make()
@@ -190,4 +232,16 @@ public struct CameraConformance: Sendable {
         #expect(throws: ShutterbugError.self) { _ = try cam.configure([stream]) }
         while let _ = try await cam.completions.next(timeout: frameTimeout) {}
     }
+}
+
+/// Opens once, and says when the stop it guards has happened (for the queue/stop race).
+final class OneShot: @unchecked Sendable {
+    // `@unchecked Sendable`: every field is read and written under `lock`.
+    private let lock = ConditionLock()
+    private var isOpen = false
+    private var isStopped = false
+    func open() { lock.withLock { isOpen = true; lock.broadcast() } }
+    func wait() { lock.withLock { while !isOpen { lock.wait() } } }
+    func markStopped() { lock.withLock { isStopped = true } }
+    var stopped: Bool { lock.withLock { isStopped } }
 }

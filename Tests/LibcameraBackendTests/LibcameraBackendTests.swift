@@ -57,6 +57,7 @@ struct LibcameraBackendTests {
         @Test func buffers() throws { try LibcameraBackendTests.conformance.allocatesReadableBuffers() }
         @Test func capture() async throws { try await LibcameraBackendTests.conformance.capturesWithRequestReuse(frames: 100) }
         @Test func stop() async throws { try await LibcameraBackendTests.conformance.stopReturnsEveryRequest() }
+        @Test func queueRacesStop() async throws { try await LibcameraBackendTests.conformance.queueRacesStop() }
         @Test func restart() async throws { try await LibcameraBackendTests.conformance.restartsAfterStop() }
         @Test func misuse() throws { try LibcameraBackendTests.conformance.rejectsMisuse() }
         @Test func unsupported() async throws { try await LibcameraBackendTests.conformance.reportsUnsupportedControls() }

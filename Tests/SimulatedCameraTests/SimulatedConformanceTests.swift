@@ -40,6 +40,9 @@ struct SimulatedConformanceTests {
     @Test("stop returns every queued request before it returns", arguments: [SimulationOptions.Clock.virtual, .realTime])
     func stop(clock: SimulationOptions.Clock) async throws { try await Self.suite(clock).stopReturnsEveryRequest() }
 
+    @Test("queue from one thread races stop from another: every request back once", arguments: [SimulationOptions.Clock.virtual, .realTime])
+    func queueRacesStop(clock: SimulationOptions.Clock) async throws { try await Self.suite(clock).queueRacesStop() }
+
     @Test("restarts after stop")
     func restart() async throws { try await Self.suite(.virtual).restartsAfterStop() }
 

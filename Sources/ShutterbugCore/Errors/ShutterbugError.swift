@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// The one public error type: a code to switch on, a message a person can act on, and the cause.
 ///
 /// Errors from the C boundary arrive as an errno and are wrapped here with what was being done.
@@ -31,12 +33,17 @@ public struct ShutterbugError: Error, Hashable, Sendable, CustomStringConvertibl
     public var code: Code
     public var message: String
     /// The errno behind a system failure, when there is one.
-    public var errno: Int32?
+    public var errno: Errno?
 
-    public init(_ code: Code, _ message: String, errno: Int32? = nil) {
+    public init(_ code: Code, _ message: String, errno: Errno? = nil) {
         self.code = code
         self.message = message
         self.errno = errno
+    }
+
+    /// With a raw errno, as the C calls leave it (`errno`, or a bridge's `-errno` negated).
+    public init(_ code: Code, _ message: String, errno raw: Int32) {
+        self.init(code, message, errno: Errno(rawValue: raw))
     }
 
     public var description: String {
@@ -44,36 +51,37 @@ public struct ShutterbugError: Error, Hashable, Sendable, CustomStringConvertibl
         return message
     }
 
-    /// Wraps a negative errno returned through the C boundary.
+    /// Wraps a negative errno returned through the C boundary (the bridge's `0 or -errno`).
     public static func fromErrno(_ negativeErrno: Int32, while action: String) -> ShutterbugError {
-        let e = -negativeErrno
+        let e = Errno(rawValue: -negativeErrno)
         let code: Code
         switch e {
-        case 19, 2: code = .noSuchCamera  // ENODEV, ENOENT
-        case 16: code = .busy  // EBUSY
-        case 22, 34: code = .invalidArgument  // EINVAL, ERANGE
-        case 13: code = .invalidState  // EACCES
-        case 110: code = .timeout  // ETIMEDOUT
-        case 28, 122: code = .noSpace  // ENOSPC, EDQUOT
+        case .operationNotSupportedByDevice, .noSuchFileOrDirectory: code = .noSuchCamera
+        case .resourceBusy: code = .busy
+        case .invalidArgument, .outOfRange: code = .invalidArgument
+        case .permissionDenied: code = .invalidState
+        case .timedOut: code = .timeout
+        case .noSpace, .diskQuotaExceeded: code = .noSpace
         default: code = .system
         }
         return ShutterbugError(code, "\(action) failed", errno: e)
     }
 
-    static func errnoName(_ e: Int32) -> String {
+    /// The symbolic name a person can search for ("EBUSY"), else swift-system's text.
+    static func errnoName(_ e: Errno) -> String {
         switch e {
-        case 1: return "EPERM"
-        case 2: return "ENOENT"
-        case 5: return "EIO"
-        case 12: return "ENOMEM"
-        case 13: return "EACCES"
-        case 16: return "EBUSY"
-        case 19: return "ENODEV"
-        case 22: return "EINVAL"
-        case 28: return "ENOSPC"
-        case 34: return "ERANGE"
-        case 110: return "ETIMEDOUT"
-        default: return "errno \(e)"
+        case .notPermitted: return "EPERM"
+        case .noSuchFileOrDirectory: return "ENOENT"
+        case .ioError: return "EIO"
+        case .noMemory: return "ENOMEM"
+        case .permissionDenied: return "EACCES"
+        case .resourceBusy: return "EBUSY"
+        case .operationNotSupportedByDevice: return "ENODEV"
+        case .invalidArgument: return "EINVAL"
+        case .noSpace: return "ENOSPC"
+        case .outOfRange: return "ERANGE"
+        case .timedOut: return "ETIMEDOUT"
+        default: return "\(e)"
         }
     }
 }
