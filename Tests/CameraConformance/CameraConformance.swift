@@ -140,8 +140,19 @@ public struct CameraConformance: Sendable {
             stopper.join()
         }
         var completed = 0
-        while true {
-            guard let c = gate.stopped ? cam.completions.tryNext() : try await cam.completions.next(timeout: frameTimeout) else { break }
+        while !(gate.stopped && outstanding.isEmpty) {
+            let next: CompletedRequest?
+            if gate.stopped {
+                next = cam.completions.tryNext()
+            } else {
+                do {
+                    next = try await cam.completions.next(timeout: frameTimeout)
+                } catch let e as ShutterbugError where e.code == .timeout && gate.stopped {
+                    // Stop came while this waited, and took every request back already.
+                    continue
+                }
+            }
+            guard let c = next else { break }
             #expect(outstanding.remove(c.cookie) != nil, "cookie \(c.cookie) came back twice or was never queued")
             completed += 1
             if completed == 20 { gate.open() }
