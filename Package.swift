@@ -1,13 +1,16 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
-// Three layers, as in swift-nio: pure Swift core (builds anywhere), I/O modules that are the only
-// importers of C, and the simulated camera that stands in for hardware.
+// The tree shows the layers (see README): C shims, a pure-Swift core, the camera backends, the
+// sinks and trigger sources that plug into a session, the commands, and the benchmarks apart
+// from the product (as swift-nio keeps NIOPerformanceTester apart). Only C-layer modules are
+// imported by I/O modules; core modules import no C.
 let package = Package(
     name: "Shutterbug",
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "shutterbug", targets: ["shutterbug"]),
+        .executable(name: "shutterbug-bench", targets: ["shutterbug-bench"]),
         .library(name: "ShutterbugCore", targets: ["ShutterbugCore"]),
         .library(name: "Capture", targets: ["Capture", "CaptureScheduler"]),
         .library(name: "SimulatedCamera", targets: ["SimulatedCamera"]),
@@ -21,49 +24,66 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
     ],
     targets: [
-        // C layer
+        // C: the only C and C++, one prefix per shim.
         .systemLibrary(
             name: "CLibcamera",
+            path: "Sources/C/CLibcamera",
             pkgConfig: "libcamera",
             providers: [.apt(["libcamera-dev"])]
         ),
         .target(
             name: "CLibcameraBridge",
             dependencies: ["CLibcamera"],
+            path: "Sources/C/CLibcameraBridge",
             cxxSettings: [.unsafeFlags(["-Wall", "-Wextra"])]
         ),
-
-        .target(name: "CSystemShims"),
-        .target(name: "CGPIO"),
-        .systemLibrary(name: "CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
+        .target(name: "CSystemShims", path: "Sources/C/CSystemShims"),
+        .target(name: "CGPIO", path: "Sources/C/CGPIO"),
+        .systemLibrary(name: "CDRM", path: "Sources/C/CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
         // DNG (libtiff), JPEG (libjpeg-turbo) and EXIF (libexif), behind one plain C header.
         .target(
             name: "CImageCodecs",
+            path: "Sources/C/CImageCodecs",
             cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])],
             linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("jpeg"), .linkedLibrary("exif")]
         ),
 
-        // Core: pure Swift
-        // Errno (swift-system) is the typed errno at the C boundary.
-        .target(name: "ShutterbugCore", dependencies: [.product(name: "SystemPackage", package: "swift-system")]),
+        // Core: pure Swift, clocks injected. Errno (swift-system) is the typed errno at the C
+        // boundary.
+        .target(name: "ShutterbugCore", dependencies: [.product(name: "SystemPackage", package: "swift-system")], path: "Sources/Core/ShutterbugCore"),
+        .target(name: "CaptureScheduler", dependencies: ["ShutterbugCore"], path: "Sources/Core/CaptureScheduler"),
+        .target(name: "Capture", dependencies: ["ShutterbugCore", "CaptureScheduler"], path: "Sources/Core/Capture"),
 
-        .target(name: "CaptureScheduler", dependencies: ["ShutterbugCore"]),
-        .target(name: "Capture", dependencies: ["ShutterbugCore", "CaptureScheduler"]),
+        // Backends: CameraBackend implementations.
+        .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore"], path: "Sources/Backends/SimulatedCamera"),
+        .target(name: "LibcameraBackend", dependencies: ["ShutterbugCore", "CLibcameraBridge"], path: "Sources/Backends/LibcameraBackend"),
 
-        // I/O and the simulated camera
-        .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore"]),
-        .target(name: "LibcameraBackend", dependencies: ["ShutterbugCore", "CLibcameraBridge"]),
-        .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"]),
-        .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM"]),
-        .target(name: "ImageOutput", dependencies: ["ShutterbugCore", "Capture", "CImageCodecs", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")]),
+        // Sinks and trigger sources: real kernel and library interfaces.
+        .target(
+            name: "ImageOutput",
+            dependencies: ["ShutterbugCore", "Capture", "CImageCodecs", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
+            path: "Sources/Sinks/ImageOutput"
+        ),
+        .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM"], path: "Sources/Sinks/KMS"),
+        .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"], path: "Sources/Triggers/LinuxGPIO"),
 
-        // Executable
+        // Commands: argument parsing and printing.
         .executableTarget(
             name: "shutterbug",
             dependencies: [
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            path: "Sources/Commands/shutterbug"
+        ),
+        // Benchmarks: figures printed side by side, apart from the product.
+        .executableTarget(
+            name: "shutterbug-bench",
+            dependencies: [
+                "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/Benchmarks/shutterbug-bench"
         ),
 
         // Tests

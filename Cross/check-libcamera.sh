@@ -12,7 +12,7 @@ for suite in "${suites[@]}"; do
 	inc=$("$here/fetch-libcamera-headers.sh" "$suite")
 	version=$(sed -n 's/#define LIBCAMERA_VERSION_\(MAJOR\|MINOR\|PATCH\)[[:space:]]*\([0-9]*\)/\2/p' "$inc/libcamera/version.h" | paste -sd.)
 	g++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only \
-		-I "$root/Sources/CLibcameraBridge/include" -I "$inc" \
-		"$root/Sources/CLibcameraBridge/bridge.cpp"
+		-I "$root/Sources/C/CLibcameraBridge/include" -I "$inc" \
+		"$root/Sources/C/CLibcameraBridge/bridge.cpp"
 	echo "bridge compiles against libcamera $version ($suite)"
 done

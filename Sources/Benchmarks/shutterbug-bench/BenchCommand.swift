@@ -7,9 +7,11 @@ import SimulatedCamera
 import Glibc
 #endif
 
+@main
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Benchmarks (figures printed side by side; never timed tests).",
+        commandName: "shutterbug-bench",
+        abstract: "Shutterbug's benchmarks (figures printed side by side; never timed tests).",
         subcommands: [BenchStream.self, BenchBracket.self, BenchOutput.self])
 }
 
