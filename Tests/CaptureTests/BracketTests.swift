@@ -80,6 +80,18 @@ struct BracketTests {
         #expect(r.resolved?.meteredExposure != nil)
     }
 
+    @Test("long exposures come out exactly as planned, not a line short", arguments: SensorProfile.catalogue)
+    func longExposuresExact(profile: SensorProfile) async throws {
+        let (session, cam) = try await simulatedSession(profile, landing: .early)
+        defer { cam.release() }
+        let gain = Gain(profile.analogueGainRange.lowerBound)
+        let r = try await record(await session.capture(PhotoSettings(bracket: .manualExposure([(.seconds(exactly: 1.0 / 3), gain), (.milliseconds(500), gain), (.seconds(2), gain)]))))
+        for p in r.photos {
+            let planned = try #require(p.step.planned.exposure), actual = try #require(p.metadata.exposureTime)
+            #expect(abs((actual - planned).nanosecondsValue) < 1_000, "\(profile.model): planned \(planned), got \(actual)")
+        }
+    }
+
     @Test("a seeded run in virtual time repeats exactly, whatever the machine's speed (manual, EV and focus brackets with drops)",
           arguments: 0..<3)
     func seededRepeats(kind: Int) async throws {

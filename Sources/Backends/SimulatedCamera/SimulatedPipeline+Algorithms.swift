@@ -132,7 +132,9 @@ extension SimulatedPipeline {
         // Frame length follows the exposure within the limits; a longer exposure is cut.
         exposure = min(exposure, maxShutter)
         let line = mode.lineTime.secondsValue
-        let maxLinesForFrame = Int((limits.upperBound - mode.margin).secondsValue / line)
+        // Whole lines that fit the frame; a hair of tolerance so a frame of exactly N lines
+        // plus the margin is not read as N - 1 through floating-point rounding.
+        let maxLinesForFrame = Int((limits.upperBound - mode.margin).secondsValue / line + 1e-6)
         let lines = min(max(Int((exposure / line).rounded()), profile.minExposureLines), max(profile.minExposureLines, maxLinesForFrame))
         let exposureQ = Double(lines) * line
         let frameSeconds = min(max(exposureQ + mode.margin.secondsValue, limits.lowerBound.secondsValue), limits.upperBound.secondsValue)

@@ -48,8 +48,13 @@ public struct CameraTiming: Sendable, Hashable {
     /// on consecutive frames.
     public var everyFramePeriod: Duration { max(minFramePeriod, ipaMinInterval) }
 
-    /// The frame period for an exposure: long enough for it, never faster than every-frame.
-    public func framePeriod(for exposure: Duration) -> Duration { max(everyFramePeriod, exposure + margin) }
+    /// The frame period for an exposure: long enough for it, never faster than every-frame,
+    /// rounded up to a whole microsecond (libcamera's `FrameDurationLimits` unit), so the
+    /// frame the sensor is given never cuts the exposure by a line.
+    public func framePeriod(for exposure: Duration) -> Duration {
+        let ns = (exposure + margin).nanosecondsValue
+        return max(everyFramePeriod, .nanoseconds((ns + 999) / 1_000 * 1_000))
+    }
 
     /// The most frames a request's sensor controls can take to land: the later landing, plus
     /// the frames the IPA may skip before it runs (ceil(interval / period) - 1).
