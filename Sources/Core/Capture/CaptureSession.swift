@@ -11,48 +11,50 @@ public actor CaptureSession {
     public let backend: any CameraBackend
     /// The camera's timing in the configured mode (known once `start` has configured it).
     public private(set) var timing: CameraTiming
-    private let timingForConfiguration: @Sendable (CameraConfiguration) -> CameraTiming
+    let timingForConfiguration: @Sendable (CameraConfiguration) -> CameraTiming
     /// The clock the scheduler is given (the camera's: its frames' timestamps are on it).
     let now: @Sendable () -> SensorTime
-    private var ticker: Task<Void, Never>?
+    var ticker: Task<Void, Never>?
     /// Request slots beyond a bracket's photos, so the sensor never starves while photos are
     /// held: the pipeline depth.
     public static let pipelineDepth = 4
 
-    private var slots = 0
-    private var prepared = 0
-    private var nextCookie: UInt64 = 0
-    private var running = false
-    private var failure: ShutterbugError?
+    var slots = 0
+    var prepared = 0
+    var nextCookie: UInt64 = 0
+    var running = false
+    var failure: ShutterbugError?
     /// Where every request slot is: queued, held by photos or sinks, or spare (pure).
-    private var ledger = SlotLedger(slots: 0, depth: pipelineDepth)
+    var ledger = SlotLedger(slots: 0, depth: pipelineDepth)
     /// A camera that paces by demand (virtual time) takes frames only while something waits on
     /// them: the first `warmUpFrames` after start (AE, AWB and the metadata a capture plans
     /// from), then captures, locks, triggers and controls still to send. The pipeline stays
     /// full meanwhile, as on a real camera; only the frames hold still, so a seeded run repeats.
     static let warmUpFrames = 8
-    private var warmUpLeft = 0
-    private var warmedUp: CheckedContinuation<Void, Never>?
+    var warmUpLeft = 0
+    var warmedUp: CheckedContinuation<Void, Never>?
+    var heldWaiters: [(id: Int, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    var nextHeldWaiter = 0
     /// Sinks beside the photo path, each with the frames it may hold at once.
-    private var sinks: [SinkEntry] = []
-    private var recent = Ring<FrameMetadata>(capacity: 8)
-    private var lastSequence: UInt32?
+    var sinks: [SinkEntry] = []
+    var recent = Ring<FrameMetadata>(capacity: 8)
+    var lastSequence: UInt32?
     /// Controls in force outside a capture, sent again to restore after one.
-    private var baseline = CameraControls()
-    private var waitingControls = Ring<(controls: CameraControls, locks: [Int])>(capacity: 8)
+    var baseline = CameraControls()
+    var waitingControls = Ring<(controls: CameraControls, locks: [Int])>(capacity: 8)
     /// The locks in flight (pure: frames and time in, outcomes out) and their waiters; an
     /// outcome that comes before its waiter is kept for it.
-    private var locks = Locks()
-    private var lockWaiters: [Int: CheckedContinuation<SyncPoint, any Error>] = [:]
-    private var lockOutcomes: [Int: Result<SyncPoint, any Error>] = [:]
-    private var nextLockID = 0
+    var locks = Locks()
+    var lockWaiters: [Int: CheckedContinuation<SyncPoint, any Error>] = [:]
+    var lockOutcomes: [Int: Result<SyncPoint, any Error>] = [:]
+    var nextLockID = 0
     var captures: [ActiveCapture] = []
     /// Trigger-to-frame selection (pure) and its waiters.
-    private var triggers = TriggerSelect()
-    private var triggerWaiters: [Int: CheckedContinuation<CapturedPhoto, any Error>] = [:]
-    private var nextTriggerID = 0
-    private var pump: Task<Void, Never>?
-    private var observers: [AsyncStream<FrameMetadata>.Continuation] = []
+    var triggers = TriggerSelect()
+    var triggerWaiters: [Int: CheckedContinuation<CapturedPhoto, any Error>] = [:]
+    var nextTriggerID = 0
+    var pump: Task<Void, Never>?
+    var observers: [AsyncStream<FrameMetadata>.Continuation] = []
 
     var lastSequenceSeen: UInt32? { lastSequence }
     var recentMetadata: [FrameMetadata] {
@@ -88,42 +90,6 @@ public actor CaptureSession {
 
     /// Photos held by the consumer (not yet released), and frames held by sinks.
     public var photosHeld: Int { ledger.holders }
-
-    /// Returns once exactly `count` photos and sink frames are held (photos are handed back
-    /// through a task hop, so a release is not seen at once), or when the task is cancelled.
-    public func waitUntilHeld(_ count: Int) async {
-        guard ledger.holders != count else { return }
-        let id = nextHeldWaiter
-        nextHeldWaiter += 1
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { c in
-                if Task.isCancelled { c.resume() } else { heldWaiters.append((id, count, c)) }
-            }
-        } onCancel: {
-            Task { await self.endHeldWait(id) }
-        }
-    }
-
-    private var heldWaiters: [(id: Int, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    private var nextHeldWaiter = 0
-
-    private func endHeldWait(_ id: Int) {
-        heldWaiters.removeAll { w in
-            guard w.id == id else { return false }
-            w.continuation.resume()
-            return true
-        }
-    }
-
-    private func resumeHeldWaiters() {
-        guard !heldWaiters.isEmpty else { return }
-        let holders = ledger.holders
-        heldWaiters.removeAll { w in
-            guard w.count == holders else { return false }
-            w.continuation.resume()
-            return true
-        }
-    }
 
     /// Every request slot's state: queued + held + spare add up to the slots allocated.
     public var slotLedger: SlotLedger { ledger }
@@ -208,7 +174,7 @@ public actor CaptureSession {
         }
     }
 
-    private func keepTicking() -> Bool {
+    func keepTicking() -> Bool {
         tick()
         if (captures.isEmpty && locks.isEmpty && triggers.isEmpty) || !running {
             ticker = nil
@@ -229,196 +195,6 @@ public actor CaptureSession {
         ticker?.cancel()
         ticker = nil
         fail(ShutterbugError(.invalidState, "the session stopped"))
-    }
-
-    // MARK: Locks (the configuration scope)
-
-    /// Settings changed together in one request, like AVFoundation's
-    /// `lockForConfiguration()`…`unlockForConfiguration()`.
-    public struct Configuration: Sendable {
-        /// Fixed exposure and gain (ISO 100 = gain 1.0: `Gain(iso: 400)` is 4.0).
-        public var customExposure: (duration: Duration, gain: Gain)?
-        /// Auto-exposure target bias in stops (AVFoundation's `exposureTargetBias`). The AGC
-        /// eases towards it over several frames, so it reports no sync point.
-        public var exposureTargetBias: Double?
-        /// Focus locked at a lens position.
-        public var lockedFocus: Dioptres?
-        /// Focus locked at AVFoundation's normalised lens position: 0 is the nearest the lens
-        /// focuses (the top of its dioptre range), 1 is infinity (0 dioptres), linear between.
-        public var lockedFocusNormalised: Double?
-        /// White balance locked at colour gains.
-        public var lockedWhiteBalance: ColourGains?
-        /// Back to continuous auto exposure, white balance and focus.
-        public var continuousAuto = false
-        public init() {}
-    }
-
-    /// What each lock in a configuration reported.
-    public struct ConfigurationResult: Sendable {
-        public var exposure: SyncPoint?
-        public var focus: SyncPoint?
-        public var whiteBalance: SyncPoint?
-        /// Settings changed to fit the sensor.
-        public var adjustments: [String] = []
-    }
-
-    /// Applies a configuration in one request and returns when every lock in it has landed,
-    /// with the first frame carrying each.
-    ///
-    /// - Throws: `.unsupported` for a control the camera lacks (a lens on a fixed-focus
-    ///   module); `.timeout` when a setting never shows in the frames.
-    public func configure(_ body: (inout Configuration) -> Void) async throws -> ConfigurationResult {
-        var config = Configuration()
-        body(&config)
-        var controls = CameraControls()
-        var result = ConfigurationResult()
-        var kinds: [Locks.Kind] = []
-        let supported = backend.controlLimits.supported
-        if config.continuousAuto {
-            controls = CameraControls(aeEnabled: true, exposureTime: .zero, analogueGain: Gain(0), awbEnabled: true, afMode: supported.contains(.afMode) ? .continuous : nil)
-            baseline.aeEnabled = true
-            baseline.exposureTime = nil
-            baseline.analogueGain = nil
-            baseline.awbEnabled = true
-            baseline.colourGains = nil
-        }
-        if let e = config.customExposure {
-            guard supported.isSuperset(of: [.exposureTime, .analogueGain]) else {
-                throw ShutterbugError(.unsupported, "\(backend.info.id) does not support manual exposure (no ExposureTime/AnalogueGain controls)")
-            }
-            let (target, notes) = adjust(exposure: e.duration, gain: e.gain.value, what: "custom exposure")
-            result.adjustments += notes
-            let fd = timing.framePeriod(for: target.exposure!)
-            controls.aeEnabled = false
-            controls.exposureTime = target.exposure
-            controls.analogueGain = Gain(target.gain!)
-            controls.frameDurationLimits = fd...fd
-            baseline.aeEnabled = false
-            baseline.exposureTime = target.exposure
-            baseline.analogueGain = Gain(target.gain!)
-            baseline.frameDurationLimits = fd...fd
-            kinds.append(.exposure(target))
-        }
-        if let bias = config.exposureTargetBias {
-            guard supported.contains(.exposureValue) else {
-                throw ShutterbugError(.unsupported, "\(backend.info.id) does not support an exposure bias (no ExposureValue control)")
-            }
-            guard (-8...8).contains(bias) else {
-                throw ShutterbugError(.invalidArgument, "exposure target bias must be in -8...8 stops, not \(bias)")
-            }
-            controls.exposureValue = bias
-            baseline.exposureValue = bias
-        }
-        if let n = config.lockedFocusNormalised, config.lockedFocus == nil {
-            guard (0...1).contains(n) else {
-                throw ShutterbugError(.invalidArgument, "a normalised lens position must be in 0...1, not \(n)")
-            }
-            config.lockedFocus = Dioptres(normalised: n, in: backend.controlLimits.lensPosition ?? 0...15)
-        }
-        if let l = config.lockedFocus {
-            guard supported.contains(.lensPosition), let range = backend.controlLimits.lensPosition ?? (supported.contains(.lensPosition) ? 0...15 : nil) else {
-                throw ShutterbugError(.unsupported, "\(backend.info.id) has no focus motor; lens positions need a camera with one, such as sim:imx708 (Camera Module 3)")
-            }
-            let clamped = min(max(l.value, range.lowerBound), range.upperBound)
-            if clamped != l.value { result.adjustments.append("lens position \(l) adjusted to \(Dioptres(clamped)) (range \(String(format2: range.lowerBound))...\(String(format2: range.upperBound)))") }
-            controls.afMode = .manual
-            controls.lensPosition = Dioptres(clamped)
-            baseline.afMode = .manual
-            baseline.lensPosition = Dioptres(clamped)
-            kinds.append(.focus(clamped))
-        }
-        if let g = config.lockedWhiteBalance {
-            guard supported.contains(.colourGains) else {
-                throw ShutterbugError(.unsupported, "\(backend.info.id) does not support fixed white balance (no ColourGains control)")
-            }
-            controls.awbEnabled = false
-            controls.colourGains = g
-            baseline.awbEnabled = false
-            baseline.colourGains = g
-            kinds.append(.whiteBalance(g))
-        }
-        guard running else { throw failure ?? ShutterbugError(.invalidState, "the session is not running") }
-        if kinds.isEmpty {
-            waitingControls.append((controls, []))
-            topUp()
-            return result
-        }
-        // One request carries all of them; each fails on its own if its setting never shows
-        // (60 frames) or no frame comes for 2 s or ten of the locked exposure's frames.
-        let period = controls.exposureTime.map { timing.framePeriod(for: $0) } ?? timing.everyFramePeriod
-        let limit = max(.seconds(2), period * 10)
-        var ids: [Int] = []
-        for kind in kinds {
-            ids.append(nextLockID)
-            locks.add(id: nextLockID, kind: kind, now: now(), timeLimit: limit)
-            nextLockID += 1
-        }
-        waitingControls.append((controls, ids))
-        topUp()
-        startTicking()
-        try await withThrowingTaskGroup(of: (Locks.Kind, SyncPoint).self) { group in
-            for (kind, id) in zip(kinds, ids) {
-                group.addTask { (kind, try await self.waitForLock(id)) }
-            }
-            for try await (kind, point) in group {
-                switch kind {
-                case .exposure: result.exposure = point
-                case .focus: result.focus = point
-                case .whiteBalance: result.whiteBalance = point
-                }
-            }
-        }
-        return result
-    }
-
-    private func waitForLock(_ id: Int) async throws -> SyncPoint {
-        try await withCheckedThrowingContinuation { c in
-            if let outcome = lockOutcomes.removeValue(forKey: id) { return c.resume(with: outcome) }
-            if let f = failure { return c.resume(throwing: f) }
-            lockWaiters[id] = c
-        }
-    }
-
-    /// Settles a lock: resumes its waiter, or keeps the outcome until the waiter arrives.
-    private func settle(lock id: Int, _ outcome: Result<SyncPoint, any Error>) {
-        if let c = lockWaiters.removeValue(forKey: id) {
-            c.resume(with: outcome)
-        } else {
-            lockOutcomes[id] = outcome
-        }
-    }
-
-    private func perform(_ outcomes: [Locks.Outcome]) {
-        for o in outcomes {
-            switch o {
-            case .settled(let p):
-                settle(lock: p.id, .success(SyncPoint(sequence: p.sequence, timestamp: p.timestamp, requestFrame: p.requestFrame)))
-            case .failed(let id, let reason):
-                settle(lock: id, .failure(ShutterbugError(.timeout, reason)))
-            }
-        }
-    }
-
-    /// Adjusts a requested exposure and gain to the sensor, explaining each change.
-    func adjust(exposure: Duration, gain: Double, what: String) -> (StepTarget, [String]) {
-        var notes: [String] = []
-        var e = exposure, g = gain
-        let er = timing.exposureRange, gr = timing.gainRange
-        // Out of range by more than rounding noise (an EV plan's 0.9999999 is not worth a
-        // notice): clamp and say so, with enough digits that the two numbers differ.
-        let clampedE = min(max(e, er.lowerBound), er.upperBound)
-        if abs((clampedE - e).nanosecondsValue) > 1 {
-            notes.append("\(what): exposure \(e.exposureDescription) adjusted to \(clampedE.exposureDescription) (sensor range \(er.lowerBound.microsecondsValue.rounded()) µs to \(er.upperBound.millisecondsDescription))")
-        }
-        e = clampedE
-        let clampedG = min(max(g, gr.lowerBound), gr.upperBound)
-        if abs(clampedG - g) > 1e-6 * clampedG {
-            let (from, to) = String.distinct(g, clampedG)
-            notes.append("\(what): gain \(from) adjusted to \(to) (sensor range \(String(format2: gr.lowerBound)) to \(String(format2: gr.upperBound)))")
-        }
-        g = clampedG
-        // Whole lines, so the target is what the sensor will report.
-        return (StepTarget(exposure: timing.quantise(e), gain: g), notes)
     }
 
     // MARK: Capture
@@ -471,29 +247,9 @@ public actor CaptureSession {
         }
     }
 
-    /// The first frame whose exposure began at or after `instant` (`SensorTimestamp -
-    /// ExposureTime >= instant`): what a trigger at that instant should capture.
-    ///
-    /// - Throws: `.timeout` when no such frame came within `timeout` on the camera's clock.
-    public func captureFrame(exposedAfter instant: SensorTime, timeout: Duration = .seconds(5)) async throws -> CapturedPhoto {
-        if let f = failure { throw f }
-        guard running else { throw ShutterbugError(.invalidState, "the session is not running") }
-        let id = nextTriggerID
-        nextTriggerID += 1
-        // The deadline counts from the instant or from now, whichever is later: a trigger
-        // timestamped in the past still gets its whole timeout.
-        let start = max(instant, now())
-        triggers.add(id: id, exposedAfter: instant, deadline: start + timeout)
-        topUp()
-        startTicking()
-        return try await withCheckedThrowingContinuation { c in
-            triggerWaiters[id] = c
-        }
-    }
-
     // MARK: Frames
 
-    private func handle(_ c: CompletedRequest) {
+    func handle(_ c: CompletedRequest) {
         let m = c.metadata
         var holders = 0
         if c.status == .complete {
@@ -523,34 +279,6 @@ public actor CaptureSession {
         topUp()
     }
 
-    /// Offers a frame to each sink with room for it; returns how many kept it.
-    private func offerToSinks(_ c: CompletedRequest) -> Int {
-        var kept = 0
-        for i in sinks.indices {
-            sinks[i].statistics.offered += 1
-            guard sinks[i].held < sinks[i].quota else {
-                sinks[i].statistics.dropped += 1
-                continue
-            }
-            let slot = c.slot
-            let lease = BufferLease { [weak self] in Task { await self?.sinkReleased(i, slot: slot) } }
-            if sinks[i].sink.process(SinkFrame(metadata: c.metadata, buffers: c.buffers, lease: lease)) {
-                sinks[i].held += 1
-                sinks[i].statistics.kept += 1
-                kept += 1
-            } else {
-                // Declined: the frame going away must not give back a hold never taken.
-                lease.disarm()
-            }
-        }
-        return kept
-    }
-
-    private func sinkReleased(_ index: Int, slot: Int) {
-        sinks[index].held -= 1
-        returnSlot(slot)
-    }
-
     /// Keeps `pipelineDepth` requests queued, from the spare slots, and lets a camera that
     /// paces by demand take frames while anything waits on them.
     func topUp() {
@@ -560,11 +288,11 @@ public actor CaptureSession {
         if backend.pacesByDemand { backend.allowFrames(hasDemand) }
     }
 
-    private var hasDemand: Bool {
+    var hasDemand: Bool {
         warmUpLeft > 0 || !captures.isEmpty || !locks.isEmpty || !triggers.isEmpty || !waitingControls.isEmpty
     }
 
-    private func requeue(_ slot: Int) {
+    func requeue(_ slot: Int) {
         guard running else { return }
         let cookie = nextCookie
         nextCookie += 1
@@ -611,7 +339,7 @@ public actor CaptureSession {
         triggers = TriggerSelect()
     }
 
-    private func cancel(captureID: Int64) {
+    func cancel(captureID: Int64) {
         guard let index = captures.firstIndex(where: { $0.settings.uniqueID == captureID }) else { return }
         let capture = captures.remove(at: index)
         for slot in capture.heldSlots { returnSlot(slot) }
@@ -628,26 +356,5 @@ public actor CaptureSession {
             triggerWaiters.removeValue(forKey: w.id)?.resume(throwing: ShutterbugError(.timeout, "no frame exposed after \(w.instant) came back by \(w.deadline) (the camera's clock is now \(t))"))
         }
         tickCaptures(now: t)
-    }
-}
-
-/// What a sink was offered, kept, and missed because it held all the frames it may.
-public struct SinkStatistics: Sendable, Hashable {
-    public var name: String
-    public var offered = 0
-    public var kept = 0
-    public var dropped = 0
-}
-
-struct SinkEntry {
-    let sink: any FrameSink
-    let quota: Int
-    var held = 0
-    var statistics: SinkStatistics
-
-    init(sink: any FrameSink, quota: Int) {
-        self.sink = sink
-        self.quota = quota
-        statistics = SinkStatistics(name: sink.name)
     }
 }

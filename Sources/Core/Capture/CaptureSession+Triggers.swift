@@ -1,0 +1,25 @@
+import CaptureScheduler
+import ShutterbugCore
+
+/// Triggers: the first frame exposed after an instant (`TriggerSelect` judges).
+extension CaptureSession {
+    /// The first frame whose exposure began at or after `instant` (`SensorTimestamp -
+    /// ExposureTime >= instant`): what a trigger at that instant should capture.
+    ///
+    /// - Throws: `.timeout` when no such frame came within `timeout` on the camera's clock.
+    public func captureFrame(exposedAfter instant: SensorTime, timeout: Duration = .seconds(5)) async throws -> CapturedPhoto {
+        if let f = failure { throw f }
+        guard running else { throw ShutterbugError(.invalidState, "the session is not running") }
+        let id = nextTriggerID
+        nextTriggerID += 1
+        // The deadline counts from the instant or from now, whichever is later: a trigger
+        // timestamped in the past still gets its whole timeout.
+        let start = max(instant, now())
+        triggers.add(id: id, exposedAfter: instant, deadline: start + timeout)
+        topUp()
+        startTicking()
+        return try await withCheckedThrowingContinuation { c in
+            triggerWaiters[id] = c
+        }
+    }
+}
