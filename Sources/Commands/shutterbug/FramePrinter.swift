@@ -1,3 +1,4 @@
+import Capture
 import ShutterbugCore
 
 /// Prints one line (or JSON object) per frame, noting what changed and where frames were lost,
@@ -14,19 +15,24 @@ struct FramePrinter: Sendable {
     private var firstTimestamp: SensorTime?
     private var lastTimestamp: SensorTime?
 
-    init(json: Bool, tolerance: Duration) {
+    private var pairedRequest: UInt64?
+    /// The settings were in force from the start (no request carried them).
+    private let startedWithThem: Bool
+
+    init(json: Bool, tolerance: Duration, startedWithThem: Bool) {
         self.json = json
         self.tolerance = tolerance
+        self.startedWithThem = startedWithThem
     }
 
-    mutating func frame(_ c: CompletedRequest, requestedWith cookie: UInt64?, target: ManualSettings) {
+    mutating func frame(_ c: CaptureSession.RequestRecord, target: ManualSettings) {
         let m = c.metadata
         frames += 1
         if c.status == .error { errors += 1 }
         let gap = previous.map { Int(m.sequence) - Int($0.sequence) - 1 } ?? 0
         if gap > 0 { dropped += gap }
-        if let cookie, c.cookie == cookie, pairedFrame == nil { pairedFrame = m.sequence }
-        let requestQueued = cookie == nil || pairedFrame != nil
+        if c.carriedControlsFor != nil, pairedFrame == nil { pairedFrame = m.sequence; pairedRequest = c.request }
+        let requestQueued = pairedFrame != nil || startedWithThem
         if syncFrame == nil, !target.isEmpty, requestQueued, target.isCarried(by: m) { syncFrame = m }
         if firstTimestamp == nil { firstTimestamp = m.sensorTimestamp }
         lastTimestamp = m.sensorTimestamp ?? lastTimestamp
@@ -35,7 +41,7 @@ struct FramePrinter: Sendable {
         if json {
             var o = JSONObject()
             o.add("sequence", Int(m.sequence))
-            o.add("cookie", Int(c.cookie))
+            o.add("request", Int(c.request))
             o.add("status", "\(c.status)")
             o.add("sensorTimestampNs", m.sensorTimestamp?.nanoseconds)
             o.add("exposureTimeUs", m.exposureTime.map { $0.microsecondsValue })
@@ -67,7 +73,7 @@ struct FramePrinter: Sendable {
             if c.status != .complete { line += "  [\(c.status)]" }
             if gap > 0 { line += "  (\(gap) dropped)" }
             if !changed.isEmpty { line += "  changed: "; line += changed.joined(separator: ", ") }
-            if c.cookie == cookie, pairedFrame == m.sequence { line += "  <- request #\(c.cookie) with the new settings" }
+            if c.carriedControlsFor != nil, pairedFrame == m.sequence { line += "  <- request #\(c.request) with the new settings" }
             if let s = syncFrame, s.sequence == m.sequence, !target.isEmpty { line += "  <- first frame carrying them" }
             print(line)
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Capture
 import ShutterbugCore
 import SimulatedCamera
 
@@ -63,47 +64,42 @@ struct Stream: AsyncParsableCommand {
         let cam = try camera.open()
         defer { cam.release() }
         let wanted = try parseSize(size)
-        let config = try cam.configure([StreamRequest(role: StreamRole(rawValue: role)!, width: wanted?.0, height: wanted?.1, bufferCount: buffers)])
+        let session = CaptureSession(backend: cam)
+        // The session keeps its pipeline depth in flight and at least one slot for a photo.
+        var bracketSlots = 1
+        if let buffers {
+            let least = CaptureSession.pipelineDepth + 1
+            if buffers < least { notice("adjusted: --buffers \(buffers) to \(least) (the session keeps \(CaptureSession.pipelineDepth) requests in flight and one buffer for a photo)") }
+            bracketSlots = max(1, buffers - CaptureSession.pipelineDepth)
+        }
+        let config = try await session.prepare(streams: [StreamRequest(role: StreamRole(rawValue: role)!, width: wanted?.0, height: wanted?.1)],
+                                               preparedBracketCount: bracketSlots)
         for a in config.adjustments { notice("adjusted: \(a)") }
-
         let manual = try manualControls(for: cam)
-        let slots = try cam.allocate()
-        let startControls = applyAt == nil ? manual.controls : manual.baseline
-        let unsupportedAtStart = try cam.start(controls: startControls)
+        // Watch from the first request; the settings go with request --apply-at, or are in
+        // force from the start.
+        let requests = await session.requests(count: frames)
+        if let applyAt { try await session.send(manual.controls, withRequest: UInt64(applyAt)) }
+        try await session.start(controls: applyAt == nil ? manual.controls : manual.baseline)
+        let slots = await session.slotLedger.slots
 
         if !json {
             print("camera \(cam.info.id) (\(cam.info.model)): \(config.streams.map(\.description).joined(separator: ", ")), \(slots) request slots")
             if let note = manual.note { print(note) }
         }
 
-        let (frames, applyAt, json) = (self.frames, self.applyAt, self.json)
+        let (json, applyAt) = (self.json, self.applyAt)
         let timeout = Duration.seconds(2) + (manual.exposure ?? .milliseconds(250)) * 4
-        let (printer, unsupported) = try await withStallWatchdog(timeout: timeout, what: "streaming from \(cam.info.id)") { watch in
-            var printer = FramePrinter(json: json, tolerance: manual.tolerance)
-            var unsupported = unsupportedAtStart
-            var nextCookie: UInt64 = 0
-            func queue(_ slot: Int) throws {
-                let cookie = nextCookie
-                nextCookie += 1
-                let controls = applyAt.map { UInt64($0) == cookie ? manual.controls : .none } ?? .none
-                unsupported.formUnion(try cam.queue(slot: slot, cookie: cookie, controls: controls))
-            }
-            for slot in 0..<min(slots, frames) { try queue(slot) }
-            var received = 0
-            while received < frames {
-                guard let c = try await cam.completions.next() else { break }
+        let printer = try await withStallWatchdog(timeout: timeout, what: "streaming from \(cam.info.id)") { watch in
+            var printer = FramePrinter(json: json, tolerance: manual.tolerance, startedWithThem: applyAt == nil)
+            for await r in requests {
                 watch.tick()
-                if c.status == .cancelled { continue }
-                received += 1
-                printer.frame(c, requestedWith: applyAt.map(UInt64.init), target: manual)
-                if Int(nextCookie) < frames { try queue(c.slot) }
+                printer.frame(r, target: manual)
             }
-            return (printer, unsupported)
+            return printer
         }
-        try cam.stop()
-        while cam.completions.tryNext() != nil {}
-
-        let missing = unsupported.intersection(manual.controls.set)
+        await session.stop()
+        let missing = await session.unsupportedControls.intersection(manual.controls.set)
         printer.summary(camera: cam.info.id, unsupported: missing, target: manual)
     }
 

@@ -55,6 +55,12 @@ public actor CaptureSession {
     var nextTriggerID = 0
     var pump: Task<Void, Never>?
     var observers: [AsyncStream<FrameMetadata>.Continuation] = []
+    /// Monitors of completed requests, each with how many it still wants.
+    var monitors: [(remaining: Int, continuation: AsyncStream<RequestRecord>.Continuation)] = []
+    /// Controls to send with a chosen request number, and which request carried them.
+    var scheduledControls: [UInt64: CameraControls] = [:]
+    var carriedScheduled: [UInt64: UInt64] = [:]
+    var unsupported = ControlSet()
 
     var lastSequenceSeen: UInt32? { lastSequence }
     var recentMetadata: [FrameMetadata] {
@@ -105,19 +111,33 @@ public actor CaptureSession {
     ///
     /// - Throws: `.invalidArgument` for a bracket size outside 1...32.
     @discardableResult
-    public func start(stream: StreamRequest, preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) async throws -> CameraConfiguration {
-        try await start(streams: [stream], preparedBracketCount: preparedBracketCount, sinks: sinks, framesPerSink: framesPerSink)
+    public func start(stream: StreamRequest, preparedBracketCount: Int = 9, controls: CameraControls? = nil, sinks: [any FrameSink] = [], framesPerSink: Int = 1) async throws -> CameraConfiguration {
+        try await start(streams: [stream], preparedBracketCount: preparedBracketCount, controls: controls, sinks: sinks, framesPerSink: framesPerSink)
     }
 
     /// Configures several streams (a raw stream for DNG beside the processed one for JPEG),
     /// each with buffers for the largest bracket plus the pipeline depth plus what the sinks
-    /// may hold; a photo carries one buffer per stream, in this order.
+    /// may hold, and starts; a photo carries one buffer per stream, in this order.
+    /// `prepare` then `start(controls:)` in one call.
+    @discardableResult
+    public func start(streams: [StreamRequest], preparedBracketCount: Int = 9, controls: CameraControls? = nil, sinks: [any FrameSink] = [], framesPerSink: Int = 1) async throws -> CameraConfiguration {
+        let config = try prepare(streams: streams, preparedBracketCount: preparedBracketCount, sinks: sinks, framesPerSink: framesPerSink)
+        try await start(controls: controls)
+        return config
+    }
+
+    /// Configures the streams and allocates every buffer, without starting: the camera's
+    /// mode and timing are then known (`timing`, `backend.configuredMode`), to choose the
+    /// controls `start(controls:)` begins with.
     ///
     /// - Parameters:
     ///   - sinks: offered every completed frame (`FrameSink`); each may hold `framesPerSink`
     ///     frames at once, in buffers of its own, so what it holds never takes a bracket's.
+    /// - Throws: `.invalidArgument` for a bracket size outside 1...32 or frames per sink
+    ///   outside 1...8; `.invalidState` while running.
     @discardableResult
-    public func start(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) async throws -> CameraConfiguration {
+    public func prepare(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) throws -> CameraConfiguration {
+        guard !running else { throw ShutterbugError(.invalidState, "the session is running; stop it before configuring it again") }
         guard (1...32).contains(preparedBracketCount) else {
             throw ShutterbugError(.invalidArgument, "prepared bracket count must be in 1...32, not \(preparedBracketCount)")
         }
@@ -135,10 +155,24 @@ public actor CaptureSession {
         slots = try backend.allocate()
         prepared = max(1, slots - Self.pipelineDepth - sinkBuffers)
         self.sinks = sinks.map { SinkEntry(sink: $0, quota: framesPerSink) }
+        return config
+    }
+
+    /// Starts streaming a prepared session. On a camera that paces by demand, returns once the
+    /// warm-up frames have come back.
+    ///
+    /// - Parameter controls: the controls in force outside captures, from the first frame;
+    ///   default auto exposure and white balance at any frame rate from the mode's fastest
+    ///   to 4 fps.
+    /// - Throws: `.invalidState` when not prepared or already running.
+    public func start(controls: CameraControls? = nil) async throws {
+        guard slots > 0 else { throw ShutterbugError(.invalidState, "the session is not prepared: call prepare(streams:) first") }
+        guard !running else { throw ShutterbugError(.invalidState, "the session is already running") }
         baseline = CameraControls(aeEnabled: true, awbEnabled: true,
                                   frameDurationLimits: timing.everyFramePeriod...max(timing.everyFramePeriod, .milliseconds(250)))
         if backend.controlLimits.supported.isDisjoint(with: [.aeEnable, .frameDurationLimits]) { baseline = CameraControls() }
-        try backend.start(controls: baseline)
+        if let controls { baseline = controls }
+        unsupported.formUnion(try backend.start(controls: baseline))
         running = true
         ledger = SlotLedger(slots: slots, depth: Self.pipelineDepth)
         warmUpLeft = Self.warmUpFrames
@@ -158,7 +192,6 @@ public actor CaptureSession {
             // The warm-up frames run, and come back, before anything else is asked for.
             await withCheckedContinuation { warmedUp = $0 }
         }
-        return config
     }
 
     /// While anything waits on frames (a capture, a lock, a trigger), lets the state machines
@@ -195,6 +228,7 @@ public actor CaptureSession {
         ticker?.cancel()
         ticker = nil
         fail(ShutterbugError(.invalidState, "the session stopped"))
+        endMonitors()
     }
 
     // MARK: Capture
@@ -258,6 +292,7 @@ public actor CaptureSession {
             lastSequence = m.sequence
             for o in observers { o.yield(m) }
         }
+        report(c)
         if !locks.isEmpty { perform(locks.complete(cookie: c.cookie, status: c.status, metadata: m, now: now(), timing: timing)) }
         if let w = triggers.complete(status: c.status, metadata: m), let cont = triggerWaiters.removeValue(forKey: w.id) {
             let slot = c.slot
@@ -290,6 +325,7 @@ public actor CaptureSession {
 
     var hasDemand: Bool {
         warmUpLeft > 0 || !captures.isEmpty || !locks.isEmpty || !triggers.isEmpty || !waitingControls.isEmpty
+            || !monitors.isEmpty || !scheduledControls.isEmpty
     }
 
     func requeue(_ slot: Int) {
@@ -299,12 +335,18 @@ public actor CaptureSession {
         var controls = CameraControls.none
         if let capture = captures.first, let s = capture.scheduler?.controls(forRequest: cookie) {
             controls = s
-        } else if captures.first?.scheduler == nil || captures.first?.scheduler?.isFinished == true, let w = waitingControls.popFirst() {
-            controls = w.controls
-            locks.sent(w.locks, cookie: cookie)
+        } else if captures.first?.scheduler == nil || captures.first?.scheduler?.isFinished == true {
+            // Between captures only: a bracket's requests between its steps repeat its own.
+            if let s = takeScheduledControls(upTo: cookie) {
+                controls = s.controls
+                carriedScheduled[cookie] = s.for
+            } else if let w = waitingControls.popFirst() {
+                controls = w.controls
+                locks.sent(w.locks, cookie: cookie)
+            }
         }
         do {
-            try backend.queue(slot: slot, cookie: cookie, controls: controls)
+            unsupported.formUnion(try backend.queue(slot: slot, cookie: cookie, controls: controls))
         } catch {
             ledger.queueFailed(slot)
             if running { fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)")) }
@@ -337,6 +379,7 @@ public actor CaptureSession {
         for (_, c) in triggerWaiters { c.resume(throwing: error) }
         triggerWaiters.removeAll()
         triggers = TriggerSelect()
+        endMonitors()
     }
 
     func cancel(captureID: Int64) {
