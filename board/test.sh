@@ -4,7 +4,8 @@
 #
 #   unit           swift build --build-tests, swift test: core, simulated camera, CLI, and the
 #                  libcamera backend against Debian 12's libcamera 0.0.3 (no camera: it says so)
-#   libcamera-0.4  the bridge compiled against Debian 13's libcamera 0.4 headers
+#   libcamera      the bridge compiled with -Werror against 0.0.3 (the machine's), Debian 13's
+#                  0.4 and Debian unstable's 0.7.x headers
 #   virtual-board  a qemu VM with vimc, vkms and gpio-sim: the libcamera conformance suite on
 #                  vimc, the KMS and GPIO tests, the CLI on a camera without exposure controls
 #                  (the kernel is built once, about 6 minutes, and cached)
@@ -34,7 +35,7 @@ unit() {
 }
 
 run_tier unit unit
-run_tier libcamera-0.4 Cross/check-libcamera.sh trixie
+run_tier libcamera Cross/check-libcamera.sh system trixie sid
 run_tier virtual-board board/virtual/run.sh --timeout 900 -- bash board/virtual/tier.sh
 
 echo "tiers: $passed passed, $failed failed"

@@ -80,9 +80,12 @@ public struct CameraConformance: Sendable {
         var next = UInt64(slots)
         var last: FrameMetadata?
         var received = 0
+        var settled = false
         while received < frames {
             let c = try #require(try await cam.completions.next(timeout: frameTimeout))
-            #expect(c.status == .complete)
+            // Start-up frames (libcamera 0.5.2 on the Pi) come only first, before any settled one.
+            #expect(c.status == .complete || (c.status == .startup && !settled), "frame \(c.metadata.sequence): \(c.status)")
+            if c.status == .complete { settled = true }
             #expect(cookies.insert(c.cookie).inserted, "cookie \(c.cookie) came back twice")
             if let last {
                 #expect(c.metadata.sequence > last.sequence, "sequence must rise")
@@ -183,7 +186,7 @@ public struct CameraConformance: Sendable {
         try cam.start(controls: .none)
         for s in 0..<slots { try cam.queue(slot: s, cookie: 100 + UInt64(s), controls: .none) }
         let c = try #require(try await cam.completions.next(timeout: frameTimeout))
-        #expect(c.status == .complete)
+        #expect(c.status == .complete || c.status == .startup)
         #expect(c.cookie >= 100)
         try cam.stop()
     }
@@ -231,7 +234,7 @@ public struct CameraConformance: Sendable {
         defer { second.release() }
         _ = try startStreaming(second)
         let c = try #require(try await second.completions.next(timeout: frameTimeout))
-        #expect(c.status == .complete)
+        #expect(c.status == .complete || c.status == .startup)
         try second.stop()
     }
 

@@ -212,6 +212,12 @@ struct FileTests {
             #expect(f["sensorTimestampNs"] as? Int64 == p.metadata.sensorTimestamp?.nanoseconds || (f["sensorTimestampNs"] as? Int).map(Int64.init) == p.metadata.sensorTimestamp?.nanoseconds)
             #expect(abs((f["exposureTimeUs"] as? Double ?? 0) - p.metadata.exposureTime!.microsecondsValue) < 0.01)
             #expect(f["colourGainRed"] as? Double == p.metadata.colourGains?.red)
+            // What the Pi reports besides, carried through.
+            #expect((f["colourCorrectionMatrix"] as? [Double]) == p.metadata.colourCorrectionMatrix)
+            #expect((f["sensorBlackLevels"] as? [Double])?.map(Int.init) == p.metadata.sensorBlackLevels)
+            #expect(f["sensorTemperatureC"] as? Double == p.metadata.sensorTemperature)
+            #expect(f["wallClockNs"] as? Int64 == p.metadata.wallClock?.nanoseconds || (f["wallClockNs"] as? Int).map(Int64.init) == p.metadata.wallClock?.nanoseconds)
+            #expect(p.metadata.wallClock != nil)
             #expect((s["files"] as? [String])?.count == 1)
         }
         let resolved = try #require(json["resolved"] as? [String: Any])

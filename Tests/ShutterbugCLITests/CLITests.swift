@@ -36,7 +36,8 @@ struct CLITests {
         let frames = r.stdout.split(separator: "\n").filter { $0.hasPrefix("#") }
         #expect(frames.count == 8)
         #expect(frames.allSatisfy { $0.contains("exp ") && $0.contains("gain ") && $0.contains("fd ") && $0.contains("t=") })
-        #expect(r.stdout.contains("8 frames, 0 dropped"))
+        #expect(r.stdout.contains("8 frames (6 start-up), 0 dropped"), "\(r.stdout)")
+        #expect(frames.prefix(6).allSatisfy { $0.contains("[startup]") } && !frames.dropFirst(6).contains { $0.contains("[startup]") })
     }
 
     @Test("without --camera and no libcamera camera it says it uses the simulated IMX477")
@@ -71,6 +72,14 @@ struct CLITests {
         let last = try JSONSerialization.jsonObject(with: Data(lines.last!.utf8)) as! [String: Any]
         #expect(last["summary"] as? Bool == true)
         #expect(last["frames"] as? Int == 5)
+        // What the Pi reports besides exposure and gain is carried through.
+        let first = try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as! [String: Any]
+        #expect((first["colourCorrectionMatrix"] as? [Double])?.count == 9)
+        #expect((first["sensorBlackLevels"] as? [Double])?.count == 4)
+        #expect(first["sensorTemperatureC"] as? Double != nil && first["focusFoM"] as? Int != nil)
+        #expect(first["afState"] as? String == "idle", "manual focus: the AF is idle")
+        #expect((first["wallClockUTC"] as? String)?.hasSuffix("Z") == true)
+        #expect(first["status"] as? String == "startup")
     }
 
     @Test("settings beyond the sensor are adjusted to what it can do, and the adjustment said", arguments: [

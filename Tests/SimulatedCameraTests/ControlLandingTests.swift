@@ -88,8 +88,9 @@ struct ControlLandingTests {
         let line = SensorProfile.imx477.mode(forWidth: 640, height: 480).lineTime
         // Auto-exposure, then +1 EV: the AGC filter moves the total exposure a fifth of the way
         // per run, so it passes through intermediate values.
-        let eased = try await simulatedRun(.imx477, frames: 40) { $0 == 3 ? CameraControls(exposureValue: 1) : .none }
-        let totals = eased.map { $0.metadata.exposureTime!.secondsValue * $0.metadata.totalGain!.value }
+        let eased = try await simulatedRun(.imx477, frames: 40) { $0 == 9 ? CameraControls(exposureValue: 1) : .none }
+        // From the first settled frame (the start-up frames converge from the default).
+        let totals = eased.filter { $0.status == .complete }.map { $0.metadata.exposureTime!.secondsValue * $0.metadata.totalGain!.value }
         let distinct = Set(totals.map { ($0 * 1e5).rounded() })
         #expect(distinct.count >= 5, "total exposure should ease through intermediate values, saw \(distinct.sorted())")
         #expect(abs(totals.last! / totals.first! - 2) < 0.05, "+1 EV doubles the total exposure")

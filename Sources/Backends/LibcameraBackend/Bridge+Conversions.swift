@@ -37,9 +37,19 @@ extension CompletedRequest {
         if has(SBC_META_COLOUR_TEMPERATURE) { m.colourTemperature = Int(c.colour_temperature) }
         if has(SBC_META_LUX) { m.lux = Double(c.lux) }
         if has(SBC_META_CONTROL_LIST_SEQUENCE) { m.controlListSequence = c.control_list_sequence }
+        if has(SBC_META_COLOUR_CORRECTION_MATRIX) {
+            m.colourCorrectionMatrix = withUnsafeBytes(of: c.colour_correction_matrix) { Array($0.bindMemory(to: Float.self)).map(Double.init) }
+        }
+        if has(SBC_META_SENSOR_BLACK_LEVELS) {
+            m.sensorBlackLevels = withUnsafeBytes(of: c.sensor_black_levels) { Array($0.bindMemory(to: Int32.self)).map(Int.init) }
+        }
+        if has(SBC_META_SENSOR_TEMPERATURE) { m.sensorTemperature = Double(c.sensor_temperature) }
+        if has(SBC_META_FOCUS_FOM) { m.focusFoM = Int(c.focus_fom) }
+        if has(SBC_META_AF_STATE) { m.afState = AutofocusState(rawValue: Int(c.af_state)) }
+        if has(SBC_META_FRAME_WALL_CLOCK) { m.wallClock = WallClockTime(nanoseconds: c.frame_wall_clock_ns) }
         // Without SensorTimestamp (vimc), the buffer's own timestamp is the frame's clock. A
         // cancelled request's buffer metadata is not filled in: ignore it.
-        if m.sensorTimestamp == nil, c.status == SBC_REQUEST_COMPLETE, c.buffer_timestamp_ns > 0, c.buffer_timestamp_ns < UInt64(Int64.max) {
+        if m.sensorTimestamp == nil, c.status == SBC_REQUEST_COMPLETE || c.status == SBC_REQUEST_STARTUP, c.buffer_timestamp_ns > 0, c.buffer_timestamp_ns < UInt64(Int64.max) {
             m.sensorTimestamp = SensorTime(nanoseconds: Int64(c.buffer_timestamp_ns))
         }
         if c.status == SBC_REQUEST_CANCELLED { m.sequence = 0 }
@@ -47,6 +57,7 @@ extension CompletedRequest {
         switch c.status {
         case SBC_REQUEST_CANCELLED: status = .cancelled
         case SBC_REQUEST_ERROR: status = .error
+        case SBC_REQUEST_STARTUP: status = .startup
         default: status = .complete
         }
         self.init(slot: Int(c.slot), cookie: c.cookie, status: status, metadata: m, buffers: buffers, requestSequence: c.request_sequence)

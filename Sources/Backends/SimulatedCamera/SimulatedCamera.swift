@@ -1,4 +1,7 @@
 import ShutterbugCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A camera in-process, behaving like the Raspberry Pi pipeline (`SimulatedPipeline`): the
 /// default when no camera is attached, and the bed every scheduling rule is tested on.
@@ -219,7 +222,12 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             startCount += 1
             var options = self.options
             options.seed = options.seed &+ (startCount - 1) &* 0x9E37_79B9_7F4A_7C15
-            return SimulatedPipeline(profile: profile, mode: mode, options: options, start: MonotonicClock.now(), controls: strip(controls, unsupported))
+            let now = MonotonicClock.now()
+            var pipeline = SimulatedPipeline(profile: profile, mode: mode, options: options, start: now, controls: strip(controls, unsupported))
+            var wall = timespec()
+            clock_gettime(CLOCK_REALTIME, &wall)
+            pipeline.wallClockOffsetNanoseconds = Int64(wall.tv_sec) * 1_000_000_000 + Int64(wall.tv_nsec) - now.nanoseconds
+            return pipeline
         }
         thread = OSThread { [self] in sensorLoop(pipeline) }
         return unsupported
@@ -354,8 +362,9 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                     return slotBoxes[slot]
                 }
                 let failed = faults.requestErrorProbability > 0 && faultRNG.unit() < faults.requestErrorProbability
+                let startup = frame.metadata.sequence < options.startupFrames
                 completions.push(CompletedRequest(
-                    slot: slot, cookie: frame.request.cookie, status: failed ? .error : .complete,
+                    slot: slot, cookie: frame.request.cookie, status: failed ? .error : startup ? .startup : .complete,
                     metadata: frame.metadata, buffers: boxes, requestSequence: frame.requestSequence))
             }
         }

@@ -113,7 +113,10 @@ extension SimulatedPipeline {
             let target = 0.18 * pow2(agc.exposureValue) / sceneRate
             let total: Double
             if filtered, let previous = agc.filteredTotal {
-                total = previous + 0.2 * (target - previous)
+                // Fast while the start-up frames last (the Pi's AGC converges then), then the
+                // usual gentle filter.
+                let speed = sequence < UInt64(options.startupFrames) ? 0.6 : 0.2
+                total = previous + speed * (target - previous)
             } else {
                 total = target
             }

@@ -1,4 +1,7 @@
 import ShutterbugCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The Raspberry Pi camera pipeline as a pure state machine: a free-running sensor, requests
 /// paired with frames already captured, an IPA whose sensor writes land several frames later,
@@ -88,6 +91,7 @@ public struct SimulatedPipeline: Sendable {
     var lastWritten: SensorSettings?
     var lastIPARun: SensorTime?
     var previousReadout: SensorTime
+    let startTime: SensorTime
     var pendingTiming: FrameTiming?
 
     // IPA state: what the algorithms aim for.
@@ -95,6 +99,9 @@ public struct SimulatedPipeline: Sendable {
     var awbEnabled = true
     var manualColourGains: ColourGains?
     var lens: LensState
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC when the sensor started, for `FrameWallClock`; nil
+    /// reports none (an older libcamera).
+    public var wallClockOffsetNanoseconds: Int64?
 
     /// Scene signal per second of exposure at unity gain, as a fraction of full scale.
     var sceneRate: Double { 18.0 * options.sceneLux / 400.0 }
@@ -107,6 +114,7 @@ public struct SimulatedPipeline: Sendable {
         self.profile = profile
         self.mode = mode
         self.options = options
+        self.startTime = start
         self.rng = SplitMix64(seed: options.seed)
         self.previousReadout = start
         self.agc = AGCState()
@@ -115,6 +123,12 @@ public struct SimulatedPipeline: Sendable {
         current = agcSettings(filtered: false)
         apply(controls)
         current = agcSettings(filtered: false)
+        // A Pi that returns start-up frames starts the AGC from its default exposure, well
+        // off the scene's, and converges over those frames (CAMERA-FACTS §9).
+        if options.startupFrames > 0, agc.enabled, agc.manualExposure == nil || agc.manualGain == nil, let t = agc.filteredTotal {
+            agc.filteredTotal = t * 0.35
+            current = agcSettings(filtered: true)
+        }
         if let target = lensTarget { lens.commanded = target; lens.position = target }
         // Lens and colour controls passed to start() are in force from the first frame.
     }
@@ -181,6 +195,24 @@ public struct SimulatedPipeline: Sendable {
             colourTemperature: awbEnabled ? 5000 : nil,
             lux: options.sceneLux)
         if options.reportsControlListSequence { metadata.controlListSequence = controlList.map { Int64($0) } }
+        // What the Pi's IPA reports besides: the matrix the renderer's colours imply (camera RGB
+        // after white balance is linear sRGB here), black levels in 16-bit units, a sensor
+        // warming from 32 °C towards 48 °C over its first ten minutes, the focus figure of merit
+        // (the scene's contrast, falling with defocus) and the AF state.
+        metadata.colourCorrectionMatrix = [1, 0, 0, 0, 1, 0, 0, 0, 1]
+        metadata.sensorBlackLevels = Array(repeating: profile.blackLevel << (16 - profile.bitDepth), count: 4)
+        let running = max(0, (timing.readout - startTime).secondsValue)
+        metadata.sensorTemperature = ((48 - 16 * exp(-running / 200)) * 10).rounded() / 10
+        if profile.hasFocusMotor {
+            let blur = abs(physicalLens - subjectDioptres) / SceneRenderer.blurScale
+            metadata.focusFoM = Int((20_000 / (1 + blur * blur)).rounded())
+            let moving = abs(physicalLens - lens.commanded) > 0.005
+            switch lens.afMode {
+            case .manual: metadata.afState = .idle
+            case .auto, .continuous: metadata.afState = moving || lensTarget.map({ abs($0 - lens.commanded) > 0.005 }) == true ? .scanning : .focused
+            }
+        }
+        if let offset = wallClockOffsetNanoseconds { metadata.wallClock = WallClockTime(nanoseconds: timing.readout.nanoseconds + offset) }
         let total = analogue * exposed.digitalGain
         let recipe = FrameRecipe(
             sequence: timing.sequence,

@@ -40,6 +40,10 @@ public struct SimulationOptions: Hashable, Sendable {
     /// whose sensor controls took effect on each frame), as a libcamera with that control
     /// does. Off by default: Debian's libcamera and upstream have no such control.
     public var reportsControlListSequence = false
+    /// Frames after each start flagged as start-up frames while AE/AWB converge, as the
+    /// Raspberry Pi pipeline does from libcamera 0.5.2 (six by default); 0 models the older
+    /// versions, which dropped those frames instead of returning them.
+    public var startupFrames = 6
     public var faults = Faults()
 
     public init() {}

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/eventfd.h>
@@ -64,7 +65,8 @@ int guarded(F &&f) noexcept
 	}
 }
 
-void copyString(char *dst, size_t size, const std::string &src)
+/* libcamera 0.6 made string controls std::string_view; a std::string converts to one too. */
+void copyString(char *dst, size_t size, std::string_view src)
 {
 	size_t n = std::min(size - 1, src.size());
 	std::memcpy(dst, src.data(), n);
@@ -153,9 +155,22 @@ void sbc_camera::requestComplete(Request *request)
 		}
 		if (!fm.planes().empty())
 			c.bytes_used[n] = fm.planes()[0].bytesused;
-		if (fm.status == FrameMetadata::FrameError &&
-		    c.status == SBC_REQUEST_COMPLETE)
-			c.status = SBC_REQUEST_ERROR;
+		switch (fm.status) {
+		case FrameMetadata::FrameSuccess:
+		case FrameMetadata::FrameCancelled:
+			break;
+		case FrameMetadata::FrameError:
+			if (c.status != SBC_REQUEST_CANCELLED)
+				c.status = SBC_REQUEST_ERROR;
+			break;
+		default:
+			/* FrameStartup (upstream 0.5.2, the fork's 0.5.1+rpt builds): AGC/AWB
+			 * still converging. Any status this header does not know counts as
+			 * start-up, so this compiles on every version. An error wins. */
+			if (c.status == SBC_REQUEST_COMPLETE)
+				c.status = SBC_REQUEST_STARTUP;
+			break;
+		}
 		n++;
 	}
 	c.stream_count = n;
@@ -199,6 +214,34 @@ void sbc_camera::requestComplete(Request *request)
 		c.metadata_set |= SBC_META_LUX;
 		c.lux = *v;
 	}
+	if (auto v = md.get(controls::ColourCorrectionMatrix)) {
+		c.metadata_set |= SBC_META_COLOUR_CORRECTION_MATRIX;
+		for (size_t i = 0; i < 9 && i < v->size(); i++)
+			c.colour_correction_matrix[i] = (*v)[i];
+	}
+	if (auto v = md.get(controls::SensorBlackLevels)) {
+		c.metadata_set |= SBC_META_SENSOR_BLACK_LEVELS;
+		for (size_t i = 0; i < 4 && i < v->size(); i++)
+			c.sensor_black_levels[i] = (*v)[i];
+	}
+	if (auto v = md.get(controls::SensorTemperature)) {
+		c.metadata_set |= SBC_META_SENSOR_TEMPERATURE;
+		c.sensor_temperature = *v;
+	}
+	if (auto v = md.get(controls::FocusFoM)) {
+		c.metadata_set |= SBC_META_FOCUS_FOM;
+		c.focus_fom = *v;
+	}
+	if (auto v = md.get(controls::AfState)) {
+		c.metadata_set |= SBC_META_AF_STATE;
+		c.af_state = *v;
+	}
+#ifdef LIBCAMERA_HAS_LIBCAMERA_VENDOR_CONTROLS_FRAME_WALL_CLOCK
+	if (auto v = md.get(controls::FrameWallClock)) {
+		c.metadata_set |= SBC_META_FRAME_WALL_CLOCK;
+		c.frame_wall_clock_ns = *v;
+	}
+#endif
 #ifdef LIBCAMERA_HAS_RPI_VENDOR_CONTROLS_CONTROL_LIST_SEQUENCE
 	if (auto v = md.get(controls::rpi::ControlListSequence)) {
 		c.metadata_set |= SBC_META_CONTROL_LIST_SEQUENCE;

@@ -38,6 +38,9 @@ struct CameraOptions: ParsableArguments {
     @Flag(name: .long, help: "Simulated camera: report rpi::ControlListSequence (the request whose controls each frame carries), as the Raspberry Pi fork's newest libcamera does.")
     var controlListSequence = false
 
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: start-up frames flagged after start while AE/AWB converge, as libcamera 0.5.2 and later return them (0: an older libcamera, which drops them).", valueName: "n"))
+    var startupFrames: Int = 6
+
     func validate() throws { _ = try simulationOptions() }
 
     /// The simulation options these flags describe.
@@ -60,6 +63,8 @@ struct CameraOptions: ParsableArguments {
         o.subjectDistance = subjectDistance
         o.clock = clock ?? (virtualTime ? .virtual : .realTime)
         o.reportsControlListSequence = controlListSequence
+        guard (0...100).contains(startupFrames) else { throw ValidationError("--startup-frames must be in 0...100, not \(startupFrames)") }
+        o.startupFrames = startupFrames
         return o
     }
 

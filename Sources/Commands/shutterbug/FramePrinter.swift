@@ -10,6 +10,7 @@ struct FramePrinter: Sendable {
     private var frames = 0
     private var dropped = 0
     private var errors = 0
+    private var startup = 0
     private var pairedFrame: UInt32?
     private var syncFrame: FrameMetadata?
     private var firstTimestamp: SensorTime?
@@ -29,11 +30,12 @@ struct FramePrinter: Sendable {
         let m = c.metadata
         frames += 1
         if c.status == .error { errors += 1 }
+        if c.status == .startup { startup += 1 }
         let gap = previous.map { Int(m.sequence) - Int($0.sequence) - 1 } ?? 0
         if gap > 0 { dropped += gap }
         if c.carriedControlsFor != nil, pairedFrame == nil { pairedFrame = m.sequence; pairedRequest = c.request }
         let requestQueued = pairedFrame != nil || startedWithThem
-        if syncFrame == nil, !target.isEmpty, requestQueued, target.isCarried(by: m) { syncFrame = m }
+        if syncFrame == nil, !target.isEmpty, requestQueued, c.status != .error, target.isCarried(by: m) { syncFrame = m }
         if firstTimestamp == nil { firstTimestamp = m.sensorTimestamp }
         lastTimestamp = m.sensorTimestamp ?? lastTimestamp
 
@@ -51,6 +53,7 @@ struct FramePrinter: Sendable {
             o.add("lensPosition", m.lensPosition?.value)
             o.add("colourGainRed", m.colourGains?.red)
             o.add("colourGainBlue", m.colourGains?.blue)
+            o.addReportedExtras(m)
             o.add("dropped", gap)
             o.add("changed", changed)
             print(o.text)
@@ -89,6 +92,7 @@ struct FramePrinter: Sendable {
             o.add("frames", frames)
             o.add("dropped", dropped)
             o.add("errors", errors)
+            o.add("startupFrames", startup)
             o.add("spanUs", span.map { $0.microsecondsValue })
             o.add("requestFrame", pairedFrame.map { Int($0) })
             o.add("syncFrame", syncFrame.map { Int($0.sequence) })
@@ -97,7 +101,7 @@ struct FramePrinter: Sendable {
             print(o.text)
             return
         }
-        var line = "\(frames) frames, \(dropped) dropped, \(errors) with errors"
+        var line = "\(frames) frames (\(startup) start-up), \(dropped) dropped, \(errors) with errors"
         if let span { line += ", over \(span.millisecondsDescription)" }
         print(line)
         if !unsupported.isEmpty {

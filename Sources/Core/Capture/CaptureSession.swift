@@ -306,7 +306,8 @@ public actor CaptureSession {
         if c.status == .complete { holders += offerToSinks(c) }
         ledger.completed(c.slot, holders: holders)
         if holders > 0 { resumeHeldWaiters() }
-        if warmUpLeft > 0 { warmUpLeft -= 1 }
+        // Start-up frames (AE/AWB still converging) do not count towards the warm-up.
+        if warmUpLeft > 0, c.status != .startup { warmUpLeft -= 1 }
         if warmUpLeft == 0, let w = warmedUp {
             warmedUp = nil
             w.resume()

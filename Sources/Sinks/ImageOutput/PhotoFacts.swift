@@ -127,13 +127,26 @@ public struct PhotoFacts: Sendable, Hashable {
     /// The facts of a captured photo: its frame's metadata, its step, and the clock offset.
     public init(photo: CapturedPhoto, captureID: Int64, stepCount: Int, bias: Double?, camera: CameraDescription, clock: FrameClock) {
         let m = photo.metadata
+        // What the frame reports of itself wins over the catalogue: the ISP's matrix for this
+        // frame's illuminant, and the sensor's black level (16-bit units, scaled to its depth).
+        var camera = camera
+        if let ccm = m.colourCorrectionMatrix, ccm.count == 9, ccm.allSatisfy(\.isFinite) { camera.colourCorrection = ccm }
+        if let levels = m.sensorBlackLevels, !levels.isEmpty, (1...16).contains(camera.bitDepth) {
+            camera.blackLevel = (levels.reduce(0, +) / levels.count) >> (16 - camera.bitDepth)
+        }
         self.camera = camera
         let step = photo.step.index + 1
         description = stepCount > 1
             ? "Shutterbug capture \(captureID), bracket step \(step) of \(stepCount): \(photo.step.requested); frame \(m.sequence)"
             : "Shutterbug capture \(captureID); frame \(m.sequence)"
         uniqueID = Self.uniqueID(captureID: captureID, step: step)
-        exposureStart = (m.exposureStart ?? m.sensorTimestamp).map { LocalTime(unixNanoseconds: clock.unixNanoseconds($0)) }
+        // The camera's own wall clock for the frame where it reports one (FrameWallClock);
+        // otherwise the monotonic timestamp moved by the clocks' offset.
+        if let wall = m.wallClock {
+            exposureStart = LocalTime(unixNanoseconds: wall.nanoseconds - (m.exposureTime?.nanosecondsValue ?? 0))
+        } else {
+            exposureStart = (m.exposureStart ?? m.sensorTimestamp).map { LocalTime(unixNanoseconds: clock.unixNanoseconds($0)) }
+        }
         exposureTime = m.exposureTime
         iso = m.totalGain.map { $0.iso }
         subjectDistance = m.lensPosition.map { $0.value > 0 ? 1 / $0.value : .infinity }

@@ -92,6 +92,7 @@ struct Sidecar {
             f.add("colourTemperatureK", m.colourTemperature)
             f.add("lux", m.lux)
             f.add("controlListSequence", m.controlListSequence)
+            f.addReportedExtras(m)
             j.add("frame", object: f)
             j.add("files", state.files.filter { $0.step == s.step.index + 1 }.map(\.path).sorted())
             return j

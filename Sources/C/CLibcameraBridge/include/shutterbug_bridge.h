@@ -194,6 +194,9 @@ typedef enum sbc_completion_status {
 	SBC_REQUEST_COMPLETE = 0,
 	SBC_REQUEST_CANCELLED = 1,
 	SBC_REQUEST_ERROR = 2,   /* completed, but a buffer reported an error */
+	/* A start-up frame: AGC/AWB still converging after start (FrameStartup, from libcamera
+	 * 0.5.2; earlier versions dropped these frames instead). Not to be captured. */
+	SBC_REQUEST_STARTUP = 3,
 } sbc_completion_status;
 
 /* Which metadata fields of sbc_completion were reported. */
@@ -210,6 +213,13 @@ typedef enum sbc_metadata_bit {
 	/* rpi::ControlListSequence: the Raspberry Pi fork names the request whose controls took
 	 * effect on this frame (compiled in only where the header defines it). */
 	SBC_META_CONTROL_LIST_SEQUENCE = 1u << 9,
+	SBC_META_COLOUR_CORRECTION_MATRIX = 1u << 10,
+	SBC_META_SENSOR_BLACK_LEVELS = 1u << 11,
+	SBC_META_SENSOR_TEMPERATURE = 1u << 12,
+	SBC_META_FOCUS_FOM = 1u << 13,
+	SBC_META_AF_STATE = 1u << 14,
+	/* FrameWallClock: CLOCK_REALTIME at the SensorTimestamp instant (libcamera 0.5.2 on). */
+	SBC_META_FRAME_WALL_CLOCK = 1u << 15,
 } sbc_metadata_bit;
 
 typedef struct sbc_completion {
@@ -232,6 +242,12 @@ typedef struct sbc_completion {
 	int32_t colour_temperature;
 	float lux;
 	int64_t control_list_sequence;            /* a Request::sequence(); see the bit above */
+	float colour_correction_matrix[9];        /* row-major, camera RGB to sRGB-linear */
+	int32_t sensor_black_levels[4];           /* R, Gr, Gb, B in 16-bit units */
+	float sensor_temperature;                 /* degrees Celsius */
+	int32_t focus_fom;                        /* focus figure of merit */
+	int32_t af_state;                         /* controls::AfStateEnum: 0 idle, 1 scanning, 2 focused, 3 failed */
+	int64_t frame_wall_clock_ns;              /* CLOCK_REALTIME */
 } sbc_completion;
 
 /* True once libcamera reported the camera gone (Camera::disconnected); the event fd is

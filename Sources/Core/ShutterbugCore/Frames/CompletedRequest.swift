@@ -7,6 +7,10 @@ public struct CompletedRequest: Sendable {
         case cancelled
         /// Returned, but a buffer reported an error: its contents are not to be trusted.
         case error
+        /// A start-up frame: captured while AE/AWB still converge after start (libcamera 0.5.2
+        /// and the Raspberry Pi fork flag these `FrameStartup`; older versions drop them). Shown
+        /// to monitors, never taken by a capture, lock or trigger.
+        case startup
     }
 
     /// The request slot, to be queued again to reuse the request and its buffers.

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 /// What one completed frame reports about itself: the ground truth of how it was exposed.
 ///
 /// Reported exposure is quantised to the sensor's line time, so compare it with a tolerance.
@@ -21,6 +24,19 @@ public struct FrameMetadata: Hashable, Sendable {
     /// the camera says (the Raspberry Pi fork's `rpi::ControlListSequence`); `nil` elsewhere,
     /// and then only the reported values tell which settings a frame carries.
     public var controlListSequence: Int64?
+    /// The ISP's colour correction matrix for this frame, row-major 3×3, camera RGB (after
+    /// white balance) to linear sRGB (`ColourCorrectionMatrix`).
+    public var colourCorrectionMatrix: [Double]?
+    /// Black levels per Bayer channel (R, Gr, Gb, B) in 16-bit units (`SensorBlackLevels`).
+    public var sensorBlackLevels: [Int]?
+    /// Degrees Celsius (`SensorTemperature`).
+    public var sensorTemperature: Double?
+    /// The ISP's focus figure of merit: higher is sharper (`FocusFoM`).
+    public var focusFoM: Int?
+    /// The autofocus algorithm's state (`AfState`).
+    public var afState: AutofocusState?
+    /// CLOCK_REALTIME at the instant of `sensorTimestamp` (`FrameWallClock`, libcamera 0.5.2 on).
+    public var wallClock: WallClockTime?
 
     public init(
         sequence: UInt32, sensorTimestamp: SensorTime? = nil, exposureTime: Duration? = nil,
@@ -51,5 +67,37 @@ public struct FrameMetadata: Hashable, Sendable {
     public var totalGain: Gain? {
         guard let a = analogueGain else { return nil }
         return a * (digitalGain ?? .unity)
+    }
+}
+
+/// libcamera's `AfState`.
+public enum AutofocusState: Int, Sendable, Hashable, CustomStringConvertible {
+    case idle = 0, scanning = 1, focused = 2, failed = 3
+
+    public var description: String {
+        switch self {
+        case .idle: "idle"
+        case .scanning: "scanning"
+        case .focused: "focused"
+        case .failed: "failed"
+        }
+    }
+}
+
+/// Nanoseconds since the Unix epoch on CLOCK_REALTIME.
+public struct WallClockTime: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var nanoseconds: Int64
+    public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
+    public static func < (a: Self, b: Self) -> Bool { a.nanoseconds < b.nanoseconds }
+
+    /// ISO 8601 in UTC with milliseconds, e.g. 2026-11-23T13:47:40.123Z.
+    public var description: String {
+        var t = time_t(nanoseconds / 1_000_000_000)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        let ms = Int((nanoseconds % 1_000_000_000) / 1_000_000)
+        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        let msText = ms < 10 ? "00\(ms)" : ms < 100 ? "0\(ms)" : "\(ms)"
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(msText)Z"
     }
 }

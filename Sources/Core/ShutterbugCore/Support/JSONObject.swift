@@ -60,3 +60,20 @@ public struct JSONObject: Sendable {
         return out + "\""
     }
 }
+
+extension JSONObject {
+    /// What the camera reports of a frame beyond exposure and gain, where it does: the colour
+    /// correction matrix, black levels, sensor temperature, focus figure of merit, AF state and
+    /// wall clock. Absent fields are left out (a camera that does not report them).
+    public mutating func addReportedExtras(_ m: FrameMetadata) {
+        if let v = m.colourCorrectionMatrix { add("colourCorrectionMatrix", numbers: v) }
+        if let v = m.sensorBlackLevels { add("sensorBlackLevels", numbers: v.map(Double.init)) }
+        if let v = m.sensorTemperature { add("sensorTemperatureC", v) }
+        if let v = m.focusFoM { add("focusFoM", v) }
+        if let v = m.afState { add("afState", v.description) }
+        if let v = m.wallClock {
+            add("wallClockNs", v.nanoseconds)
+            add("wallClockUTC", v.description)
+        }
+    }
+}
