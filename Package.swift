@@ -41,8 +41,11 @@ let package = Package(
         .target(name: "CGPIO", path: "Sources/C/CGPIO"),
         .systemLibrary(name: "CDRM", path: "Sources/C/CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
         // DNG (libtiff), JPEG (libjpeg-turbo) and EXIF (libexif), behind one plain C header.
+        // Raw Bayer codecs with no library behind them (the Pi 5's PISP_COMP1).
+        .target(name: "CRawCodecs", path: "Sources/C/CRawCodecs", cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])]),
         .target(
             name: "CImageCodecs",
+            dependencies: ["CRawCodecs"],
             path: "Sources/C/CImageCodecs",
             cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])],
             linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("jpeg"), .linkedLibrary("exif")]
@@ -55,7 +58,7 @@ let package = Package(
         .target(name: "Capture", dependencies: ["ShutterbugCore", "CaptureScheduler"], path: "Sources/Core/Capture"),
 
         // Backends: CameraBackend implementations.
-        .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore"], path: "Sources/Backends/SimulatedCamera"),
+        .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore", "CRawCodecs"], path: "Sources/Backends/SimulatedCamera"),
         .target(name: "LibcameraBackend", dependencies: ["ShutterbugCore", "CLibcameraBridge"], path: "Sources/Backends/LibcameraBackend"),
 
         // Sinks and trigger sources: real kernel and library interfaces.
@@ -100,7 +103,7 @@ let package = Package(
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport"]),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore"]),
-        .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport"]),
+        .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),
         .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore"]),
         .testTarget(
             name: "LibcameraBackendTests",

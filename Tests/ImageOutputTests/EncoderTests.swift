@@ -43,6 +43,13 @@ struct OutputUnitTests {
             }
         }
         #expect(PixelFormat.bayer(BayerFormat(cfa: .rggb, bits: 12, packing: .csi2)).description == "SRGGB12_CSI2P")
+        // libcamera's codes (formats.h): SRGGB16 is 'RGB6'; CSI2P is vendor 11, PISP_COMP1 vendor 12.
+        #expect(PixelFormat.bayer(BayerFormat(cfa: .rggb, bits: 16, packing: .none)) == PixelFormat(fourcc: 0x3642_4752))
+        #expect(PixelFormat.bayer(BayerFormat(cfa: .rggb, bits: 12, packing: .csi2)).modifier == 11 << 56 | 1)
+        let pisp = BayerFormat(cfa: .bggr, bits: 16, packing: .pispComp1)
+        #expect(PixelFormat.bayer(pisp).bayer == pisp && PixelFormat.bayer(pisp).modifier == 12 << 56 | 1)
+        #expect(PixelFormat.bayer(pisp).description == "BGGR_PISP_COMP1")
+        #expect(PixelFormat(fourcc: PixelFormat.bayer(pisp).fourcc, modifier: 7 << 56 | 3).bayer == nil, "an unknown modifier is not read as plain samples")
         #expect(PixelFormat.yuv420.bayer == nil)
     }
 

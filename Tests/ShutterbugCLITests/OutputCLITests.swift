@@ -159,6 +159,24 @@ struct OutputCLITests {
         #expect(Self.files(root + "/r0").temporary.isEmpty)
     }
 
+    @Test("on a simulated Pi 5 (raw compressed as PISP_COMP1) a bracket's DNGs are 16-bit, LibRaw decodes them, and the levels are the stream's")
+    func pi5() async throws {
+        let root = NSTemporaryDirectory() + "sb-pi5-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let r = try await Self.sh("\"$1\" bracket --camera sim:imx708 --platform pi5 --virtual-time --role video --exposures 1/200,1/100 --format dng --output \"$2\"", [Self.exe, root])
+        #expect(r.status == 0, "\(r.err)")
+        let dngs = Self.files(root).final.filter { $0.hasSuffix(".dng") }
+        #expect(dngs.count == 2)
+        for d in dngs {
+            try await Self.checkComplete(root + "/" + d)
+            let tags = try await Self.sh("exiftool -s3 -BitsPerSample -BlackLevel -WhiteLevel \"$1\"", [root + "/" + d])
+            // IMX708: 10-bit, black 64, delivered at 16-bit scale.
+            #expect(tags.out.contains("16") && tags.out.contains("4096 4096 4096 4096") && tags.out.contains("65535"), "\(tags.out)")
+        }
+        let bad = try await Self.sh("\"$1\" bracket --camera sim:imx708 --platform pi6 --exposures 1/100", [Self.exe])
+        #expect(bad.status == 64 && bad.err.contains("--platform must be pi4 or pi5"), "\(bad.err)")
+    }
+
     @Test("runs into one directory, one after another and 20 pairs at once: no file lost, distinct capture numbers and ImageUniqueIDs")
     func neighbours() async throws {
         let root = NSTemporaryDirectory() + "sb-neighbours-\(UUID().uuidString)"

@@ -1,3 +1,4 @@
+import CRawCodecs
 import ShutterbugCore
 
 /// Renders the synthetic scene: a grating whose pixel values scale with exposure × gain (with
@@ -93,7 +94,14 @@ struct SceneRenderer: Sendable {
                 line[col] = UInt16(black + v * range + 0.5)
             }
             let out = (base + row * layout.planes[0].stride).assumingMemoryBound(to: UInt8.self)
-            line.withUnsafeBufferPointer { BayerPacker.pack($0, bits: bayer.bits, packing: bayer.packing, into: out) }
+            if bayer.packing == .pispComp1 {
+                // The Pi 5 front end: samples scaled to 16 bits, then compressed.
+                let shift = UInt16(16 - profile.bitDepth)
+                for i in line.indices { line[i] <<= shift }
+                line.withUnsafeBufferPointer { _ = sbr_pisp_compress_row($0.baseAddress!, UInt32($0.count), out) }
+            } else {
+                line.withUnsafeBufferPointer { BayerPacker.pack($0, bits: bayer.bits, packing: bayer.packing, into: out) }
+            }
         }
     }
 }

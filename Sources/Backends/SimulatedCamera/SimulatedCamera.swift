@@ -138,8 +138,11 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                 if r.role == .raw {
                     (w, h) = (chosen.width, chosen.height)
                     // The sensor's own order and depth; CSI-2 packed as the Pi 4's Unicam
-                    // delivers it unless the unpacked layout is asked for.
-                    let packed = PixelFormat.bayer(BayerFormat(cfa: profile.cfa, bits: profile.bitDepth, packing: .csi2))
+                    // delivers it, or PISP_COMP1 as the Pi 5's front end does (a requested
+                    // CSI-2 format is rewritten to it), unless the unpacked layout is asked for.
+                    let packed = options.platform == .pi5
+                        ? PixelFormat.bayer(BayerFormat(cfa: profile.cfa, bits: 16, packing: .pispComp1))
+                        : PixelFormat.bayer(BayerFormat(cfa: profile.cfa, bits: profile.bitDepth, packing: .csi2))
                     let unpacked = PixelFormat.bayer(BayerFormat(cfa: profile.cfa, bits: profile.bitDepth, packing: .none))
                     format = r.pixelFormat == unpacked ? unpacked : packed
                 } else {

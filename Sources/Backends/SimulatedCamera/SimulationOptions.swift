@@ -44,6 +44,10 @@ public struct SimulationOptions: Hashable, Sendable {
     /// Raspberry Pi pipeline does from libcamera 0.5.2 (six by default); 0 models the older
     /// versions, which dropped those frames instead of returning them.
     public var startupFrames = 6
+    /// The board: a Pi 4 (Unicam delivers CSI-2 packed raw) or a Pi 5 (the PiSP front end
+    /// delivers raw compressed, PISP_COMP1, unless uncompressed 16-bit is asked for).
+    public var platform: Platform = .pi4
+    public enum Platform: String, Sendable, CaseIterable { case pi4, pi5 }
     public var faults = Faults()
 
     public init() {}

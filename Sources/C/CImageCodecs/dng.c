@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "sbimage.h"
+#include "sbraw.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -80,6 +81,8 @@ int sbi_unpack_row(const uint8_t *src, uint32_t width, uint32_t bits, sbi_packin
 		}
 		if (i < width)
 			out[i] = (uint16_t)(src[0] << 4 | (src[1] & 0xf));
+	} else if (packing == SBI_PACKING_PISP_COMP1 && bits == 16) {
+		return sbr_pisp_decompress_row(src, width, out);
 	} else if (packing == SBI_PACKING_NONE && bits <= 8) {
 		for (; i < width; i++)
 			out[i] = src[i];

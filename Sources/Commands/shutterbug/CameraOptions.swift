@@ -41,6 +41,9 @@ struct CameraOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: start-up frames flagged after start while AE/AWB converge, as libcamera 0.5.2 and later return them (0: an older libcamera, which drops them).", valueName: "n"))
     var startupFrames: Int = 6
 
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: the board, pi4 (CSI-2 packed raw) or pi5 (raw compressed as PISP_COMP1).", valueName: "board"))
+    var platform: String = "pi4"
+
     func validate() throws { _ = try simulationOptions() }
 
     /// The simulation options these flags describe.
@@ -65,6 +68,10 @@ struct CameraOptions: ParsableArguments {
         o.reportsControlListSequence = controlListSequence
         guard (0...100).contains(startupFrames) else { throw ValidationError("--startup-frames must be in 0...100, not \(startupFrames)") }
         o.startupFrames = startupFrames
+        guard let p = SimulationOptions.Platform(rawValue: platform) else {
+            throw ValidationError("--platform must be \(SimulationOptions.Platform.allCases.map(\.rawValue).joined(separator: " or ")), not '\(platform)'")
+        }
+        o.platform = p
         return o
     }
 

@@ -178,11 +178,15 @@ public enum DNGEncoder {
         guard frame.planes[0].stride >= rowBytes, frame.bytes.count >= frame.planes[0].offset + frame.planes[0].stride * (h - 1) + rowBytes else {
             throw ShutterbugError(.invalidArgument, "the raw buffer (\(frame.bytes.count) bytes, stride \(frame.planes[0].stride)) is too small for \(w)x\(h) \(frame.format)")
         }
-        let black = Float(facts.camera.blackLevel)
-        let white = UInt32((1 << facts.camera.bitDepth) - 1)
+        // Levels at the depth the stream delivers (a Pi 5's compressed raw decodes to 16-bit
+        // scale whatever the sensor's depth): the black level the frame or sensor gives,
+        // scaled from the sensor's depth to the stream's.
+        let shift = bayer.bits - facts.camera.bitDepth
+        let black = Float(facts.camera.blackLevel) * Float(shift >= 0 ? Double(1 << shift) : 1 / Double(1 << -shift))
+        let white = UInt32((1 << bayer.bits) - 1)
         let gains = colourGains ?? ColourGains(red: 1, blue: 1)
         let matrix = ColourMath.xyzToCamera(correction: facts.camera.colourCorrection, red: gains.red, blue: gains.blue)
-        let packing = bayer.packing == .csi2 ? SBI_PACKING_CSI2 : SBI_PACKING_NONE
+        let packing = bayer.packing.sbiPacking
 
         var err = [CChar](repeating: 0, count: 256)
         let rc = frame.bytes.withUnsafeBufferPointer { bytes in
@@ -218,7 +222,7 @@ public enum DNGEncoder {
 public enum RawUnpacker {
     /// Unpacks one row of `width` samples of `format` from `row` into `out`.
     public static func unpack(_ row: UnsafePointer<UInt8>, width: Int, format: BayerFormat, into out: UnsafeMutablePointer<UInt16>) {
-        let rc = sbi_unpack_row(row, UInt32(width), UInt32(format.bits), format.packing == .csi2 ? SBI_PACKING_CSI2 : SBI_PACKING_NONE, out)
+        let rc = sbi_unpack_row(row, UInt32(width), UInt32(format.bits), format.packing.sbiPacking, out)
         precondition(rc == 0, "no unpacker for \(format)")
     }
 }
@@ -289,5 +293,16 @@ enum ColourMath {
             }
         }
         return (rgb, pw, ph)
+    }
+}
+
+extension BayerPacking {
+    /// The C codecs' name for the packing.
+    var sbiPacking: sbi_packing {
+        switch self {
+        case .none: SBI_PACKING_NONE
+        case .csi2: SBI_PACKING_CSI2
+        case .pispComp1: SBI_PACKING_PISP_COMP1
+        }
     }
 }

@@ -41,7 +41,10 @@ typedef struct sbi_photo_facts {
 typedef enum sbi_packing {
 	SBI_PACKING_NONE = 0,
 	SBI_PACKING_CSI2 = 1,
+	/* Raspberry Pi 5 PISP_COMP1: 8 bytes per 8 pixels, 16-bit samples out (bits = 16). */
+	SBI_PACKING_PISP_COMP1 = 2,
 } sbi_packing;
+
 
 /* Unpacks one row of `width` samples to 16 bits (at their native depth). 0, or -EINVAL for a
  * depth or packing it does not know. */

@@ -11,8 +11,12 @@ public struct PixelFormat: Hashable, Sendable, CustomStringConvertible {
         self.modifier = modifier
     }
 
-    /// `MIPI_FORMAT_MOD_CSI2_PACKED`: fourcc_mod_code(MIPI, 1), libcamera's `_CSI2P` formats.
-    public static let csi2PackedModifier: UInt64 = 0x0a << 56 | 1
+    /// `MIPI_FORMAT_MOD_CSI2_PACKED`: fourcc_mod_code(MIPI, 1) with libcamera's MIPI vendor
+    /// code 0x0b (`__mod(11, 1)` in `formats.h`), libcamera's `_CSI2P` formats.
+    public static let csi2PackedModifier: UInt64 = 0x0b << 56 | 1
+    /// `PISP_FORMAT_MOD_COMPRESS_MODE1`: fourcc_mod_code(RPI, 1), vendor 0x0c (`__mod(12, 1)`),
+    /// libcamera's `*_PISP_COMP1` formats, the Pi 5's compressed raw on a 16-bit Bayer fourcc.
+    public static let pispCompressedModifier: UInt64 = 0x0c << 56 | 1
 
     /// Builds the code from its four characters, e.g. "YU12".
     public init(_ code: StaticString) {
@@ -51,7 +55,13 @@ public struct PixelFormat: Hashable, Sendable, CustomStringConvertible {
         case .rgb888: return "RGB888"
         case .bgr888: return "BGR888"
         default:
-            if let b = bayer { return "S\(b.cfa.rawValue)\(b.bits)\(b.packing == .csi2 ? "_CSI2P" : "")" }
+            if let b = bayer {
+                switch b.packing {
+                case .pispComp1: return "\(b.cfa.rawValue)_PISP_COMP1"
+                case .csi2: return "S\(b.cfa.rawValue)\(b.bits)_CSI2P"
+                case .none: return "S\(b.cfa.rawValue)\(b.bits)"
+                }
+            }
             return modifier == 0 ? code : "\(code)/0x\(String(modifier, radix: 16))"
         }
     }
@@ -76,6 +86,9 @@ public enum BayerPacking: Hashable, Sendable {
     /// low bits), RAW12 2 samples in 3 bytes (2 high bytes, then both low nibbles). 8-bit and 16-bit formats
     /// have no packed form.
     case csi2
+    /// The Raspberry Pi 5's PISP_COMP1: 8 bytes per block of 8 samples of 16-bit scale (with a
+    /// black-level offset taken off), always 16 bits per sample when decoded.
+    case pispComp1
 }
 
 /// A Bayer format: the colour order, bits per sample and packing.
@@ -99,6 +112,7 @@ public struct BayerFormat: Hashable, Sendable {
             case 12: return (width * 3 + 1) / 2
             default: return width
             }
+        case .pispComp1: return (width + 7) / 8 * 8
         }
     }
 }
@@ -122,12 +136,16 @@ extension PixelFormat {
         case (12, .grbg): code = "BA12"
         case (12, .gbrg): code = "GB12"
         case (12, .bggr): code = "BG12"
-        case (_, .rggb): code = "RG16"
+        case (_, .rggb): code = "RGB6"
         case (_, .grbg): code = "GR16"
         case (_, .gbrg): code = "GB16"
         case (_, .bggr): code = "BYR2"
         }
-        return PixelFormat(code: code, modifier: b.packing == .csi2 && b.bits != 8 && b.bits != 16 ? csi2PackedModifier : 0)
+        switch b.packing {
+        case .csi2 where b.bits != 8 && b.bits != 16: return PixelFormat(code: code, modifier: csi2PackedModifier)
+        case .pispComp1: return PixelFormat(code: code, modifier: pispCompressedModifier)
+        default: return PixelFormat(code: code)
+        }
     }
 
     /// The Bayer layout of this format, `nil` when it is not a Bayer format.
@@ -136,9 +154,14 @@ extension PixelFormat {
             "RGGB": (.rggb, 8), "GRBG": (.grbg, 8), "GBRG": (.gbrg, 8), "BA81": (.bggr, 8),
             "RG10": (.rggb, 10), "BA10": (.grbg, 10), "GB10": (.gbrg, 10), "BG10": (.bggr, 10),
             "RG12": (.rggb, 12), "BA12": (.grbg, 12), "GB12": (.gbrg, 12), "BG12": (.bggr, 12),
-            "RG16": (.rggb, 16), "GR16": (.grbg, 16), "GB16": (.gbrg, 16), "BYR2": (.bggr, 16),
+            "RGB6": (.rggb, 16), "GR16": (.grbg, 16), "GB16": (.gbrg, 16), "BYR2": (.bggr, 16),
         ]
         guard let (cfa, bits) = table[code] else { return nil }
-        return BayerFormat(cfa: cfa, bits: bits, packing: modifier == Self.csi2PackedModifier ? .csi2 : .none)
+        switch modifier {
+        case Self.csi2PackedModifier: return BayerFormat(cfa: cfa, bits: bits, packing: .csi2)
+        case Self.pispCompressedModifier: return BayerFormat(cfa: cfa, bits: 16, packing: .pispComp1)
+        case 0: return BayerFormat(cfa: cfa, bits: bits, packing: .none)
+        default: return nil  // a layout this code does not know: not to be read as plain samples
+        }
     }
 }
