@@ -20,12 +20,16 @@ struct CLITests {
         try await offPool { try runShutterbug(args) }
     }
 
-    static func runShutterbug(_ args: [String]) throws -> Run {
+    static func shutterbugWithEnvironment(_ environment: [String: String], _ args: String...) async throws -> Run {
+        try await offPool { try runShutterbug(args, environment: environment) }
+    }
+
+    static func runShutterbug(_ args: [String], environment: [String: String] = [:]) throws -> Run {
         let exe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("shutterbug").path
         guard FileManager.default.isExecutableFile(atPath: exe) else {
             throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: exe])
         }
-        let r = try runChildBlocking(exe, args)
+        let r = try runChildBlocking(exe, args, environment: environment)
         return Run(status: r.status, stdout: r.out, stderr: r.err)
     }
 
@@ -57,6 +61,32 @@ struct CLITests {
                                     "--apply-at", "4", "--exposure", "1/250", "--gain", "2")
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("3 frames after the request's own frame 4"), "\(r.stdout)")
+    }
+
+    @Test("DNG output asks for the raw stream in the processed stream's own mode, and the mode and buffers are reported")
+    func sensorMode() async throws {
+        let root = NSTemporaryDirectory() + "sb-mode-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let r = try await Self.shutterbug("bracket", "--camera", "sim:imx477", "--role", "video", "--virtual-time", "--exposures", "1/100,1/50",
+                                          "--format", "dng", "--output", root, "--json")
+        #expect(r.status == 0, "\(r.stderr)")
+        let summary = try JSONSerialization.jsonObject(with: Data(r.stdout.split(separator: "\n").last!.utf8)) as! [String: Any]
+        let mode = try #require(summary["sensorMode"] as? [String: Any])
+        // 1920x1080 video runs in the 2028x1520 40 fps mode; the raw stream's default (the full
+        // 4056x3040 at 10 fps) would have slowed the sensor down.
+        #expect(mode["width"] as? Int == 2028 && mode["height"] as? Int == 1520 && mode["bitDepth"] as? Int == 12, "\(mode)")
+        #expect(mode["maxFps"] as? Double == 40)
+        #expect((summary["bufferBytes"] as? Int ?? 0) > 0)
+        let s = try await Self.shutterbug("stream", "--camera", "sim:imx708", "--frames", "2", "--virtual-time")
+        #expect(s.stdout.contains("sensor mode 1536x864 10-bit, up to 120.00 fps") && s.stdout.contains("buffers 5 × "), "\(s.stdout)")
+    }
+
+    @Test("a configuration over the memory budget exits 64 with the bytes and the budget")
+    func memoryBudget() async throws {
+        let r = try await Self.shutterbugWithEnvironment(["SHUTTERBUG_MEMORY_BUDGET_MB": "100"], "bracket", "--camera", "sim:imx477", "--role", "still", "--virtual-time",
+                                                         "--exposures", "1/100,1/50,1/25", "--format", "dng", "--output", NSTemporaryDirectory() + "sb-budget-unused")
+        #expect(r.status == 64, "\(r.stderr)")
+        #expect(r.stderr.contains("MB raw = ") && r.stderr.contains("over the memory budget of 100 MB (SHUTTERBUG_MEMORY_BUDGET_MB)"), "\(r.stderr)")
     }
 
     @Test("--json prints one object per frame and a summary")

@@ -12,12 +12,14 @@ public struct ChildResult: Sendable {
 /// Runs `executable` with `args` to the end, reading both pipes at once (so neither fills and
 /// stalls the child), with `SHUTTERBUG_CAMERA` removed from the environment so tests choose
 /// their camera. Blocks the calling thread: from async code use `runChild`.
-public func runChildBlocking(_ executable: String, _ args: [String]) throws -> ChildResult {
+public func runChildBlocking(_ executable: String, _ args: [String], environment extra: [String: String] = [:]) throws -> ChildResult {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: executable)
     p.arguments = args
     var env = ProcessInfo.processInfo.environment
     env["SHUTTERBUG_CAMERA"] = nil
+    env["SHUTTERBUG_MEMORY_BUDGET_MB"] = nil
+    env.merge(extra) { $1 }
     p.environment = env
     let out = Pipe(), err = Pipe()
     p.standardOutput = out

@@ -58,11 +58,41 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         return profile.mode(forWidth: s.width, height: s.height)
     }
 
+    /// What libcamera reports after configuration: the raw stream's size and depth where the
+    /// configuration has one (on the Pi it picks the sensor mode), else, for a known sensor,
+    /// the mode the Pi pipeline picks for the output size; the limits always from the
+    /// controls' `ControlInfo`, which the Pi pipeline updates for the mode.
+    public var sensorModeReport: SensorModeReport? {
+        let streams = control.withLock { $0.streams }
+        guard !streams.isEmpty else { return nil }
+        let limits = controlLimits
+        var report = SensorModeReport(width: nil, height: nil, bitDepth: nil, frameDurationLimits: limits.frameDuration,
+                                      exposureLimits: limits.exposureTime, source: "limits only")
+        if let raw = streams.first(where: { $0.role == .raw }) {
+            report.width = raw.width
+            report.height = raw.height
+            report.bitDepth = raw.pixelFormat.bayer.map { $0.packing == .pispComp1 ? (sensorProfile?.bitDepth ?? 16) : $0.bits }
+            report.source = "raw stream"
+        } else if let mode = configuredMode {
+            report.width = mode.width
+            report.height = mode.height
+            report.bitDepth = sensorProfile?.bitDepth
+            report.source = "Raspberry Pi mode choice for \(streams[0].width)x\(streams[0].height)"
+        }
+        return report
+    }
+
     /// From the sensor's profile where Shutterbug knows it; otherwise conservative, from the
     /// limits libcamera reports.
     public var timing: CameraTiming {
-        if let profile = sensorProfile, let mode = configuredMode { return CameraTiming(profile: profile, mode: mode) }
-        return .conservative(limits: controlLimits)
+        let limits = controlLimits
+        guard let profile = sensorProfile, let mode = configuredMode else { return .conservative(limits: limits) }
+        // The profile for what libcamera does not say (control delays, line time), and the
+        // limits libcamera reports for the configured mode where it says them.
+        var t = CameraTiming(profile: profile, mode: mode)
+        if let f = limits.frameDuration { t.minFramePeriod = f.lowerBound }
+        if let e = limits.exposureTime { t.exposureRange = e }
+        return t
     }
 
     public var controlLimits: ControlLimits {

@@ -58,6 +58,15 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     public var sensorProfile: SensorProfile? { profile }
     public var configuredMode: SensorMode? { sensorMode }
 
+    public var sensorModeReport: SensorModeReport? {
+        let m = sensorMode
+        // The frame-duration limits the Pi reports for a mode: its fastest period to the
+        // longest exposure plus the margin.
+        return SensorModeReport(width: m.width, height: m.height, bitDepth: profile.bitDepth,
+                                frameDurationLimits: m.minFramePeriod...(m.maxExposure + m.margin),
+                                exposureLimits: profile.exposureRange(in: m), source: "simulated sensor")
+    }
+
     /// The profile's timing in the configured mode, with this simulation's IPA rate and lens.
     public var timing: CameraTiming {
         var t = CameraTiming(profile: profile, mode: sensorMode, ipaMinInterval: options.ipaMinInterval)

@@ -104,9 +104,34 @@ struct Bracket: AsyncParsableCommand {
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
         let formats = try self.formats()
-        var streams = [StreamRequest(role: StreamRole(rawValue: role)!)]
-        if output != nil && formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
-        let config = try await session.start(streams: streams, preparedBracketCount: max(settings.count, 1))
+        let processed = StreamRequest(role: StreamRole(rawValue: role)!)
+        var streams = [processed]
+        var alone: SensorModeReport?
+        if output != nil && formats.contains(.dng) {
+            // The raw stream picks the sensor mode on a Pi, and by default asks for the full
+            // sensor: ask instead for the mode the processed stream runs in alone, so adding
+            // DNG never silently slows the sensor down.
+            _ = try cam.configure([processed])
+            alone = cam.sensorModeReport
+            var raw = StreamRequest(role: .raw)
+            if let w = alone?.width, let h = alone?.height {
+                raw.width = w
+                raw.height = h
+            }
+            streams.append(raw)
+        }
+        let config: CameraConfiguration
+        do {
+            config = try await session.start(streams: streams, preparedBracketCount: max(settings.count, 1))
+        } catch let e as ShutterbugError where e.code == .invalidArgument {
+            // Over the memory budget, or a configuration the camera refuses: said before
+            // anything is captured (exit 64).
+            throw ValidationError(e.message)
+        }
+        let mode = cam.sensorModeReport
+        if let alone, let mode, alone.isFaster(than: mode) {
+            notice("DNG needs a raw stream, which switches the sensor from \(alone) to \(mode)")
+        }
         let photoSettings = PhotoSettings(bracket: settings, formats: formats)
         do {
             try await session.validate(photoSettings)
@@ -131,6 +156,7 @@ struct Bracket: AsyncParsableCommand {
         }
         if !json {
             print("bracket on \(cam.info.id): \(config.streams[0]), \(settings.count) steps")
+            if let mode { print("sensor mode \(mode); buffers \(config.bufferDescription)") }
             if let f = focusSync { print("focus locked at \(String(format2: lens!)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
         }
         let fileWriter = writer
@@ -176,7 +202,8 @@ struct Bracket: AsyncParsableCommand {
         }()
         await session.stop()
         guard let resolved = outcome.resolved else { throw ShutterbugError(.system, "the bracket ended without a result") }
-        report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files)
+        report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files,
+               mode: mode, bufferBytes: config.bufferBytes)
         if let first = outcome.failures.first {
             throw ShutterbugError(first.code, "\(outcome.failures.count) file(s) could not be written; \(outcome.files.count) written. First: \(first)")
         }
@@ -190,7 +217,8 @@ struct Bracket: AsyncParsableCommand {
         var failures: [ShutterbugError] = []
     }
 
-    private func report(_ r: ResolvedPhotoSettings, photos: [(step: ResolvedStep, metadata: FrameMetadata)], started: SensorTime?, ended: SensorTime?, focus: SyncPoint?, camera: String, files: [WrittenFile]) {
+    private func report(_ r: ResolvedPhotoSettings, photos: [(step: ResolvedStep, metadata: FrameMetadata)], started: SensorTime?, ended: SensorTime?, focus: SyncPoint?, camera: String, files: [WrittenFile],
+                        mode: SensorModeReport?, bufferBytes: Int) {
         let seqs = photos.map(\.metadata.sequence)
         let span = (seqs.max() ?? 0) - (seqs.min() ?? 0) + 1
         // Photos are delivered in step order; a retried step's frame may have come later than
@@ -233,6 +261,12 @@ struct Bracket: AsyncParsableCommand {
             o.add("exposureEndedNs", ended?.nanoseconds)
             o.add("focusSyncFrame", focus.map { Int($0.sequence) })
             if output != nil { o.add("sidecar", files.first { $0.step == nil }?.path) }
+            if let mode {
+                var m = JSONObject()
+                mode.addTo(&m)
+                o.add("sensorMode", object: m)
+            }
+            o.add("bufferBytes", bufferBytes)
             print(o.text)
             return
         }

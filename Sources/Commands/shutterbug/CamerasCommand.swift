@@ -39,6 +39,7 @@ struct Cameras: ParsableCommand {
                     var mo = JSONObject()
                     mo.add("width", m.width)
                     mo.add("height", m.height)
+                    mo.add("bitDepth", p.bitDepth)
                     mo.add("maxFps", m.maxFrameRate)
                     mo.add("lineTimeUs", m.lineTime.microsecondsValue)
                     mo.add("maxExposureS", m.maxExposure.secondsValue)

@@ -83,7 +83,7 @@ struct FramePrinter: Sendable {
         previous = m
     }
 
-    func summary(camera: String, unsupported: ControlSet, target: ManualSettings) {
+    func summary(camera: String, unsupported: ControlSet, target: ManualSettings, mode: SensorModeReport? = nil, bufferBytes: Int? = nil) {
         let span = (firstTimestamp != nil && lastTimestamp != nil) ? (lastTimestamp! - firstTimestamp!) : nil
         if json {
             var o = JSONObject()
@@ -98,6 +98,12 @@ struct FramePrinter: Sendable {
             o.add("syncFrame", syncFrame.map { Int($0.sequence) })
             o.add("syncTimestampNs", syncFrame?.sensorTimestamp?.nanoseconds)
             o.add("unsupportedControls", unsupported.names)
+            if let mode {
+                var m = JSONObject()
+                mode.addTo(&m)
+                o.add("sensorMode", object: m)
+            }
+            o.add("bufferBytes", bufferBytes)
             print(o.text)
             return
         }

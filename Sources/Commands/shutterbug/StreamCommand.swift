@@ -72,8 +72,13 @@ struct Stream: AsyncParsableCommand {
             if buffers < least { notice("adjusted: --buffers \(buffers) to \(least) (the session keeps \(CaptureSession.pipelineDepth) requests in flight and one buffer for a photo)") }
             bracketSlots = max(1, buffers - CaptureSession.pipelineDepth)
         }
-        let config = try await session.prepare(streams: [StreamRequest(role: StreamRole(rawValue: role)!, width: wanted?.0, height: wanted?.1)],
+        let config: CameraConfiguration
+        do {
+            config = try await session.prepare(streams: [StreamRequest(role: StreamRole(rawValue: role)!, width: wanted?.0, height: wanted?.1)],
                                                preparedBracketCount: bracketSlots)
+        } catch let e as ShutterbugError where e.code == .invalidArgument {
+            throw ValidationError(e.message)
+        }
         for a in config.adjustments { notice("adjusted: \(a)") }
         let manual = try manualControls(for: cam)
         // Watch from the first request; the settings go with request --apply-at, or are in
@@ -85,6 +90,8 @@ struct Stream: AsyncParsableCommand {
 
         if !json {
             print("camera \(cam.info.id) (\(cam.info.model)): \(config.streams.map(\.description).joined(separator: ", ")), \(slots) request slots")
+            if let mode = cam.sensorModeReport { print("sensor mode \(mode)") }
+            print("buffers \(config.bufferDescription), budget \(session.memoryBudget)")
             if let note = manual.note { print(note) }
         }
 
@@ -100,7 +107,7 @@ struct Stream: AsyncParsableCommand {
         }
         await session.stop()
         let missing = await session.unsupportedControls.intersection(manual.controls.set)
-        printer.summary(camera: cam.info.id, unsupported: missing, target: manual)
+        printer.summary(camera: cam.info.id, unsupported: missing, target: manual, mode: cam.sensorModeReport, bufferBytes: config.bufferBytes)
     }
 
     private func parseSize(_ text: String?) throws -> (Int, Int)? {

@@ -19,6 +19,10 @@ public actor CaptureSession {
     /// held: the pipeline depth.
     public static let pipelineDepth = 4
 
+    /// The most the configuration's buffers may take.
+    public nonisolated let memoryBudget: MemoryBudget
+    /// The configuration in force, once prepared.
+    public private(set) var configuration: CameraConfiguration?
     var slots = 0
     var prepared = 0
     var nextCookie: UInt64 = 0
@@ -75,9 +79,13 @@ public actor CaptureSession {
     ///     the machine is slow.
     ///   - timing: the camera's timing for the configuration `start` settles on; default the
     ///     backend's own (`CameraBackend.timing`).
+    ///   - memoryBudget: the most the buffers may take; a configuration over it is refused
+    ///     before anything is allocated. Default `MemoryBudget.system()`.
     public init(backend: any CameraBackend, clock: (@Sendable () -> SensorTime)? = nil,
-                timing: (@Sendable (CameraConfiguration) -> CameraTiming)? = nil) {
+                timing: (@Sendable (CameraConfiguration) -> CameraTiming)? = nil,
+                memoryBudget: MemoryBudget = .system()) {
         self.backend = backend
+        self.memoryBudget = memoryBudget
         self.now = clock ?? { [backend] in backend.now }
         self.timingForConfiguration = timing ?? { [backend] _ in backend.timing }
         self.timing = .conservative(limits: ControlLimits(supported: []))
@@ -151,6 +159,10 @@ public actor CaptureSession {
             return s
         }
         let config = try backend.configure(requests)
+        guard config.bufferBytes <= memoryBudget.bytes else {
+            throw ShutterbugError(.invalidArgument, "this configuration needs \(config.bufferDescription) of buffers (\(preparedBracketCount) for a bracket, \(Self.pipelineDepth) in flight\(sinkBuffers > 0 ? ", \(sinkBuffers) for sinks" : "") per stream), over the memory budget of \(memoryBudget); ask for fewer bracket steps, a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
+        }
+        configuration = config
         timing = timingForConfiguration(config)
         slots = try backend.allocate()
         prepared = max(1, slots - Self.pipelineDepth - sinkBuffers)

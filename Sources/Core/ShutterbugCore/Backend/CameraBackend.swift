@@ -33,6 +33,10 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// The sensor mode the last `configure` settled on, where known.
     var configuredMode: SensorMode? { get }
 
+    /// The sensor mode the last `configure` settled on as the camera reports it (size, depth,
+    /// frame-duration and exposure limits), for users; `nil` before configuration.
+    var sensorModeReport: SensorModeReport? { get }
+
     /// The camera's timing in the configured mode: control landing, line time, limits. The
     /// one source for them (a known sensor's profile; otherwise what the camera reports,
     /// conservatively).

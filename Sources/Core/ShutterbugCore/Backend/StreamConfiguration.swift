@@ -69,6 +69,16 @@ public struct CameraConfiguration: Hashable, Sendable {
 
     public var isAdjusted: Bool { !adjustments.isEmpty }
 
+    /// Bytes the configuration's buffers take once allocated: every stream's frame size times
+    /// its buffer count (contiguous memory from the CMA pool on a Pi 4).
+    public var bufferBytes: Int { streams.reduce(0) { $0 + $1.frameSize * $1.bufferCount } }
+
+    /// "13 × 18.5 MB still + 13 × 24.7 MB raw = 561 MB".
+    public var bufferDescription: String {
+        let parts = streams.map { "\($0.bufferCount) × \(MemoryBudget.megabytes($0.frameSize)) \($0.role)" }
+        return parts.joined(separator: " + ") + " = \(MemoryBudget.megabytes(bufferBytes))"
+    }
+
     /// Lists each way a settled stream differs from its request.
     public static func adjustments(requested: [StreamRequest], settled: [StreamConfiguration]) -> [String] {
         var notes: [String] = []
