@@ -1,6 +1,7 @@
 import Capture
 import ShutterbugCore
 import SimulatedCamera
+import Synchronization
 import Testing
 
 @Suite("Watching requests land: monitors and controls sent with a chosen request", .timeLimit(.minutes(2)))
@@ -55,6 +56,23 @@ struct RequestMonitorTests {
         #expect(delay == (landing == .late ? offsets.upperBound : offsets.lowerBound), "\(profile.model): landed \(delay) frames after its request, offsets \(offsets)")
         let before = seen.filter { $0.metadata.sequence < first.metadata.sequence }
         #expect(before.count >= 12 && before.allSatisfy { !carries($0.metadata) })
+    }
+
+    @Test("a handler monitor sees the same requests in order, and its stream ends after them")
+    func handlerMonitor() async throws {
+        let (session, cam) = try preparedSession(.imx708, landing: .early)
+        defer { cam.release() }
+        try await session.prepare(streams: [StreamRequest(role: .viewfinder)], preparedBracketCount: 1)
+        let seen = Mutex<[UInt64]>([])
+        let done = await session.requests(count: 15) { r in seen.withLock { $0.append(r.request) } }
+        let stream = await session.requests(count: 15)
+        try await session.start()
+        for await _ in done {}
+        var streamed: [UInt64] = []
+        for await r in stream { streamed.append(r.request) }
+        await session.stop()
+        #expect(seen.withLock { $0 } == Array(0..<15))
+        #expect(streamed == Array(0..<15))
     }
 
     @Test("a request already queued is refused with the first one still to come")

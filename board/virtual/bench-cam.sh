@@ -1,43 +1,65 @@
 #!/bin/bash
-# Peer measurement on the virtual board: the same N frames from the same vimc configuration
-# (viewfinder 636x480 RGB888) through `shutterbug stream` and libcamera's own `cam`, one after
-# the other in one boot; prints CPU time per frame, wall time, and the ratios. A benchmark, not
-# a test: emulated-CPU timing is not a Pi's, so read the ratio, not the absolute figures.
+# Peer measurement on the virtual board: the same frames from the same vimc configuration
+# (viewfinder 636x480 RGB888) through `shutterbug stream` and libcamera's own `cam`, alternated,
+# ROUNDS times each in one boot. A benchmark, not a test: emulated-CPU timing is not a Pi's, so
+# read the ratios, not the absolute figures.
 #
-# usage: board/virtual/bench-cam.sh [FRAMES]   (boots the board; default 200 frames)
+# Steady-state CPU per frame: each program's process-wide CPU time (all threads, from
+# /proc/PID/stat) is read when its output reaches frame SKIP and again at frame FRAMES - SKIP,
+# while it runs, so start-up (dynamic loading takes seconds under emulation and varies by as
+# much as the whole measurement) stays out of the figure. The figure is the CPU those frames
+# took divided by their count.
+#
+# usage: board/virtual/bench-cam.sh [FRAMES] [ROUNDS]   (boots the board; default 1000 frames, 3 rounds)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-frames=${1:-200}
+frames=${1:-1000}
+rounds=${2:-3}
 if [ "${SHUTTERBUG_BOARD:-}" != virtual ]; then
-	exec "$here/run.sh" --timeout 900 -- bash "$here/bench-cam.sh" "$frames"
+	exec "$here/run.sh" --timeout 1800 -- bash "$here/bench-cam.sh" "$frames" "$rounds"
 fi
 
 build=${SHUTTERBUG_BUILD_DIR:-.build/release}
 [ -x "$build/shutterbug" ] || build=.build/debug
-TIMEFORMAT='%R %U %S'
-measure() { # prints "wall user sys" of the command, discarding its output
-	local t
-	t=$({ time "$@" >/dev/null 2>&1; } 2>&1)
-	echo "${t##*$'\n'}"
+skip=$((frames / 10))
+last=$((frames - skip))
+tck=$(getconf CLK_TCK)
+
+ticks() { # utime + stime of a process, all threads
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
 }
-cam_run() { cam -c 1 --capture="$1" -s role=viewfinder,width=636,height=480,pixelformat=BGR888; }
-sb_run() { "$build/shutterbug" stream --frames "$1" --size 636x480; }
-# One warm-up each so both start with the libraries in the page cache.
-measure cam_run 5 >/dev/null
-measure sb_run 5 >/dev/null
-# Two lengths each: the difference is the per-frame cost without start-up (a dynamically linked
-# program takes about a second to start under emulation, which would swamp a short run).
-short=$((frames / 5))
-read -r cw1 cu1 cs1 <<<"$(measure cam_run "$short")"
-read -r cw cu cs <<<"$(measure cam_run "$frames")"
-read -r sw1 su1 ss1 <<<"$(measure sb_run "$short")"
-read -r sw su ss <<<"$(measure sb_run "$frames")"
-awk -v n="$frames" -v m="$short" -v b="$build" \
-	-v cw="$cw" -v cc="$(echo "$cu + $cs" | bc)" -v cw1="$cw1" -v cc1="$(echo "$cu1 + $cs1" | bc)" \
-	-v sw="$sw" -v sc="$(echo "$su + $ss" | bc)" -v sw1="$sw1" -v sc1="$(echo "$su1 + $ss1" | bc)" 'BEGIN {
-	cper = (cc - cc1) / (n - m) * 1000; sper = (sc - sc1) / (n - m) * 1000
-	printf "bench vs cam: vimc viewfinder 636x480 BGR888, %d and %d frames each, shutterbug from %s\n", m, n, b
-	printf "  %-11s CPU per frame %.3f ms (marginal)  CPU %.2f s and wall %.2f s for %d frames\n", "cam", cper, cc, cw, n
-	printf "  %-11s CPU per frame %.3f ms (marginal)  CPU %.2f s and wall %.2f s for %d frames\n", "shutterbug", sper, sc, sw, n
-	printf "  ratio shutterbug/cam: CPU per frame %.2f, CPU %.2f, wall %.2f\n", sper / cper, sc / cc, sw / cw
-}'
+
+# steady PATTERN COMMAND...: prints "frames ticks" over frames skip..last of COMMAND's output,
+# counting output lines that match PATTERN (one per frame).
+steady() {
+	local pattern=$1 out pid n t1 n1 t2 n2
+	shift
+	out=$(mktemp)
+	"$@" >"$out" 2>/dev/null &
+	pid=$!
+	n=0
+	while [ "$n" -lt "$skip" ]; do sleep 0.02; n=$(grep -c -- "$pattern" "$out" || true); done
+	t1=$(ticks "$pid"); n1=$(grep -c -- "$pattern" "$out" || true)
+	while [ "$n" -lt "$last" ]; do sleep 0.02; n=$(grep -c -- "$pattern" "$out" || true); done
+	t2=$(ticks "$pid"); n2=$(grep -c -- "$pattern" "$out" || true)
+	wait "$pid"
+	rm -f "$out"
+	echo "$((n2 - n1)) $((t2 - t1))"
+}
+
+# The programs themselves (not shell functions), so $! is the process measured.
+cam_run=(cam -c 1 --capture="$frames" -s role=viewfinder,width=636,height=480,pixelformat=BGR888)
+sb_run=("$build/shutterbug" stream --frames "$frames" --size 636x480)
+# cam prints one line per frame with "seq:", shutterbug one starting with "#".
+cam_line='seq:'
+sb_line='^#'
+
+echo "bench vs cam: vimc viewfinder 636x480 BGR888, $frames frames per run, CPU per frame over frames $skip to $last, shutterbug from $build"
+for r in $(seq 1 "$rounds"); do
+	read -r cn ct <<<"$(steady "$cam_line" "${cam_run[@]}")"
+	read -r sn st <<<"$(steady "$sb_line" "${sb_run[@]}")"
+	awk -v r="$r" -v cn="$cn" -v ct="$ct" -v sn="$sn" -v st="$st" -v tck="$tck" 'BEGIN {
+		c = ct / tck / cn * 1000; s = st / tck / sn * 1000
+		printf "  round %d: cam %.3f ms/frame (%d frames), shutterbug %.3f ms/frame (%d frames), ratio shutterbug/cam %.2f\n", r, c, cn, s, sn, s / c
+	}'
+done

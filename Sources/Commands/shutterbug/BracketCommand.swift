@@ -44,6 +44,9 @@ struct Bracket: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("File formats with --output: dng (raw), jpeg, or both.", valueName: "dng,jpeg"))
     var format: String = "dng,jpeg"
 
+    @Option(name: .long, help: ArgumentHelp("With DNG: the raw stream's size, which picks the sensor mode on a Pi (e.g. 4056x3040 for the HQ camera's full-resolution mode); default the mode the processed stream runs in alone.", valueName: "WxH"))
+    var rawSize: String?
+
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("JPEG quality, 1...100.", valueName: "q"))
     var quality: Int = 92
 
@@ -57,6 +60,7 @@ struct Bracket: AsyncParsableCommand {
         let given = [ev, exposures, focusSteps].compactMap { $0 }.count
         guard given == 1 else { throw ValidationError("give exactly one of --ev, --exposures or --focus-steps") }
         guard ["still", "video", "viewfinder"].contains(role) else { throw ValidationError("--role must be still, video or viewfinder, not '\(role)'") }
+        _ = try parsedRawSize()
         if let gain {
             guard exposures != nil else {
                 throw ValidationError("--gain applies to --exposures only; an --ev bracket meters its own gain and a --focus-steps bracket keeps the exposure in force")
@@ -114,7 +118,10 @@ struct Bracket: AsyncParsableCommand {
             _ = try cam.configure([processed])
             alone = cam.sensorModeReport
             var raw = StreamRequest(role: .raw)
-            if let w = alone?.width, let h = alone?.height {
+            if let (w, h) = try parsedRawSize() {
+                raw.width = w
+                raw.height = h
+            } else if let w = alone?.width, let h = alone?.height {
                 raw.width = w
                 raw.height = h
             }
@@ -129,7 +136,7 @@ struct Bracket: AsyncParsableCommand {
             throw ValidationError(e.message)
         }
         let mode = cam.sensorModeReport
-        if let alone, let mode, alone.isFaster(than: mode) {
+        if rawSize == nil, let alone, let mode, alone.isFaster(than: mode) {
             notice("DNG needs a raw stream, which switches the sensor from \(alone) to \(mode)")
         }
         let photoSettings = PhotoSettings(bracket: settings, formats: formats)
@@ -207,6 +214,15 @@ struct Bracket: AsyncParsableCommand {
         if let first = outcome.failures.first {
             throw ShutterbugError(first.code, "\(outcome.failures.count) file(s) could not be written; \(outcome.files.count) written. First: \(first)")
         }
+    }
+
+    private func parsedRawSize() throws -> (Int, Int)? {
+        guard let rawSize else { return nil }
+        let parts = rawSize.lowercased().split(separator: "x")
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (16...16384).contains(w), (16...16384).contains(h) else {
+            throw ValidationError("--raw-size must be WIDTHxHEIGHT with each in 16...16384, e.g. 2028x1520, not '\(rawSize)'")
+        }
+        return (w, h)
     }
 
     private struct Outcome {

@@ -1,3 +1,4 @@
+import Synchronization
 import ArgumentParser
 import Capture
 import ShutterbugCore
@@ -82,32 +83,34 @@ struct Stream: AsyncParsableCommand {
         for a in config.adjustments { notice("adjusted: \(a)") }
         let manual = try manualControls(for: cam)
         // Watch from the first request; the settings go with request --apply-at, or are in
-        // force from the start.
-        let requests = await session.requests(count: frames)
+        // force from the start. Each frame is printed where the session handles it, so a frame
+        // costs no wake of another task (bench-cam.sh compares this with libcamera's cam).
+        let (json, applyAt) = (self.json, self.applyAt)
+        let printer = Mutex(FramePrinter(json: json, tolerance: manual.tolerance, startedWithThem: applyAt == nil))
+        let watch = StallWatch()
+        let done = await session.requests(count: frames) { r in
+            watch.tick()
+            printer.withLock { $0.frame(r, target: manual) }
+        }
         if let applyAt { try await session.send(manual.controls, withRequest: UInt64(applyAt)) }
-        try await session.start(controls: applyAt == nil ? manual.controls : manual.baseline)
-        let slots = await session.slotLedger.slots
-
+        // The header first: frames are printed as they come, from the first request on.
         if !json {
+            let slots = config.streams.map(\.bufferCount).min() ?? 0
             print("camera \(cam.info.id) (\(cam.info.model)): \(config.streams.map(\.description).joined(separator: ", ")), \(slots) request slots")
             if let mode = cam.sensorModeReport { print("sensor mode \(mode)") }
             print("buffers \(config.bufferDescription), budget \(session.memoryBudget)")
             if let note = manual.note { print(note) }
         }
+        try await session.start(controls: applyAt == nil ? manual.controls : manual.baseline)
 
-        let (json, applyAt) = (self.json, self.applyAt)
         let timeout = Duration.seconds(2) + (manual.exposure ?? .milliseconds(250)) * 4
-        let printer = try await withStallWatchdog(timeout: timeout, what: "streaming from \(cam.info.id)") { watch in
-            var printer = FramePrinter(json: json, tolerance: manual.tolerance, startedWithThem: applyAt == nil)
-            for await r in requests {
-                watch.tick()
-                printer.frame(r, target: manual)
-            }
-            return printer
+        try await withStallWatchdog(timeout: timeout, what: "streaming from \(cam.info.id)", watching: watch) { _ in
+            for await _ in done {}
         }
         await session.stop()
+        let finished = printer.withLock { $0 }
         let missing = await session.unsupportedControls.intersection(manual.controls.set)
-        printer.summary(camera: cam.info.id, unsupported: missing, target: manual, mode: cam.sensorModeReport, bufferBytes: config.bufferBytes)
+        finished.summary(camera: cam.info.id, unsupported: missing, target: manual, mode: cam.sensorModeReport, bufferBytes: config.bufferBytes)
     }
 
     private func parseSize(_ text: String?) throws -> (Int, Int)? {

@@ -16,16 +16,33 @@ extension CaptureSession {
     }
 
     /// The next `count` completed requests (cancelled ones at `stop` are not counted), then
-    /// the end; ends early when the session stops or fails. Call it before `start` to see
+    /// the end; ends early when the session stops or fails. A reader more than 1024 requests
+    /// behind loses the oldest (memory stays bounded over a long run; the handler form below
+    /// loses none). Call it before `start` to see
     /// the first request. On a camera that paces by demand, a monitor that still wants
     /// frames keeps them coming.
     public func requests(count: Int) -> AsyncStream<RequestRecord> {
-        let (stream, c) = AsyncStream<RequestRecord>.makeStream(bufferingPolicy: .unbounded)
+        let (stream, c) = AsyncStream<RequestRecord>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         guard count > 0, failure == nil else {
             c.finish()
             return stream
         }
-        monitors.append((count, c))
+        monitors.append(Monitor(remaining: count, delivery: .stream(c)))
+        topUp()
+        return stream
+    }
+
+    /// Like `requests(count:)`, but calls `handler` for each completed request right where the
+    /// session handles it, in order, without waking another task per frame: for a consumer that
+    /// only records or prints. `handler` runs on the session's executor and must return at once.
+    /// The returned stream finishes when `count` requests were seen or the session stops.
+    public func requests(count: Int, handler: @escaping @Sendable (RequestRecord) -> Void) -> AsyncStream<Void> {
+        let (stream, done) = AsyncStream<Void>.makeStream()
+        guard count > 0, failure == nil else {
+            done.finish()
+            return stream
+        }
+        monitors.append(Monitor(remaining: count, delivery: .handler(handler, done: done)))
         topUp()
         return stream
     }
@@ -59,15 +76,39 @@ extension CaptureSession {
         let record = RequestRecord(request: c.cookie, status: c.status, metadata: c.metadata,
                                    carriedControlsFor: carriedScheduled.removeValue(forKey: c.cookie))
         for i in monitors.indices {
-            monitors[i].continuation.yield(record)
+            monitors[i].deliver(record)
             monitors[i].remaining -= 1
-            if monitors[i].remaining == 0 { monitors[i].continuation.finish() }
+            if monitors[i].remaining == 0 { monitors[i].finish() }
         }
         monitors.removeAll { $0.remaining == 0 }
     }
 
     func endMonitors() {
-        for m in monitors { m.continuation.finish() }
+        for m in monitors { m.finish() }
         monitors.removeAll()
+    }
+
+    /// A monitor and how many requests it still wants.
+    struct Monitor {
+        enum Delivery {
+            case stream(AsyncStream<RequestRecord>.Continuation)
+            case handler(@Sendable (RequestRecord) -> Void, done: AsyncStream<Void>.Continuation)
+        }
+        var remaining: Int
+        let delivery: Delivery
+
+        func deliver(_ r: RequestRecord) {
+            switch delivery {
+            case .stream(let c): c.yield(r)
+            case .handler(let h, _): h(r)
+            }
+        }
+
+        func finish() {
+            switch delivery {
+            case .stream(let c): c.finish()
+            case .handler(_, let done): done.finish()
+            }
+        }
     }
 }

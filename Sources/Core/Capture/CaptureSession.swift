@@ -60,7 +60,7 @@ public actor CaptureSession {
     var pump: Task<Void, Never>?
     var observers: [AsyncStream<FrameMetadata>.Continuation] = []
     /// Monitors of completed requests, each with how many it still wants.
-    var monitors: [(remaining: Int, continuation: AsyncStream<RequestRecord>.Continuation)] = []
+    var monitors: [Monitor] = []
     /// Controls to send with a chosen request number, and which request carried them.
     var scheduledControls: [UInt64: CameraControls] = [:]
     var carriedScheduled: [UInt64: UInt64] = [:]
@@ -190,6 +190,8 @@ public actor CaptureSession {
         warmUpLeft = Self.warmUpFrames
         topUp()
         let completions = backend.completions
+        // A task of its own hops onto the actor per completion, so other calls (stop, capture)
+        // get their turn between frames even when completions are always ready.
         pump = Task { [weak self] in
             do {
                 for try await c in completions {

@@ -12,6 +12,18 @@
 #include <malloc.h>
 #endif
 
+#include <stdio.h>
+
+/* Writes a line (and a newline) to C's stdout, the stream Swift's print writes to, without the
+ * run-time casts print does on its `Any...` items; stdio locks the stream. Swift 6 will not read
+ * the `stdout` global itself (shared mutable state). */
+static inline int sbshim_stdout_line(const char *line)
+{
+	if (fputs(line, stdout) < 0)
+		return -1;
+	return fputc('\n', stdout) < 0 ? -1 : 0;
+}
+
 /* Bytes handed out by malloc and not yet freed (mallinfo2's uordblks); 0 where unknown. */
 static inline size_t sbshim_heap_in_use(void)
 {

@@ -3,7 +3,7 @@ import Synchronization
 /// Progress reported by a loop that `withStallWatchdog` guards.
 public final class StallWatch: Sendable {
     private let ticks = Atomic<Int>(0)
-    init() {}
+    public init() {}
     /// Records progress (a frame arrived).
     public func tick() { ticks.add(1, ordering: .relaxed) }
     var count: Int { ticks.load(ordering: .relaxed) }
@@ -14,10 +14,10 @@ public final class StallWatch: Sendable {
 /// One watchdog task for the whole loop, rather than a timer per wait: a per-frame timer task
 /// costs more than the frame's own work on a small board.
 public func withStallWatchdog<T: Sendable>(
-    timeout: Duration, what: String,
+    timeout: Duration, what: String, watching given: StallWatch? = nil,
     _ body: @escaping @Sendable (StallWatch) async throws -> T
 ) async throws -> T {
-    let watch = StallWatch()
+    let watch = given ?? StallWatch()
     return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await body(watch) }
         group.addTask {
