@@ -27,9 +27,14 @@ struct MemoryBudgetTests {
     }
 
     @Test("the system budget comes from the environment, else the CMA pool, else available memory")
-    func systemBudget() {
+    func systemBudget() throws {
         let forced = MemoryBudget.system(environment: ["SHUTTERBUG_MEMORY_BUDGET_MB": "256"])
         #expect(forced.bytes == 256 << 20 && forced.source == "SHUTTERBUG_MEMORY_BUDGET_MB")
+        #expect(MemoryBudget.environmentProblem(environment: ["SHUTTERBUG_MEMORY_BUDGET_MB": "256"]) == nil)
+        let bad = MemoryBudget.system(environment: ["SHUTTERBUG_MEMORY_BUDGET_MB": "lots"])
+        #expect(bad.source != "SHUTTERBUG_MEMORY_BUDGET_MB", "an unusable value is ignored")
+        let problem = try #require(MemoryBudget.environmentProblem(environment: ["SHUTTERBUG_MEMORY_BUDGET_MB": "-5"]))
+        #expect(problem.contains("1...1048576") && problem.contains("'-5'") && problem.contains("ignored"))
         let machine = MemoryBudget.system(environment: [:])
         #expect(machine.bytes > 0)
         #expect(machine.source.contains("CMA") || machine.source.contains("available"), "\(machine)")

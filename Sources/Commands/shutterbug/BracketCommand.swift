@@ -135,6 +135,7 @@ struct Bracket: AsyncParsableCommand {
             // anything is captured (exit 64).
             throw ValidationError(e.message)
         }
+        for a in config.adjustments { notice("adjusted: \(a)") }
         let mode = cam.sensorModeReport
         if rawSize == nil, let alone, let mode, alone.isFaster(than: mode) {
             notice("DNG needs a raw stream, which switches the sensor from \(alone) to \(mode)")

@@ -78,6 +78,7 @@ struct CameraOptions: ParsableArguments {
     /// Opens the chosen camera. Without a choice: the first libcamera camera, else the
     /// simulated IMX477, with a one-line notice on standard error.
     func open(clock: SimulationOptions.Clock? = nil) throws -> any CameraBackend {
+        if let problem = MemoryBudget.environmentProblem() { notice(problem) }
         let chosen = camera ?? environment("SHUTTERBUG_CAMERA")
         if let id = chosen, id.hasPrefix("sim:") {
             return try openSimulated(model: String(id.dropFirst(4)), clock: clock)

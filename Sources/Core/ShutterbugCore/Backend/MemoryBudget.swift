@@ -20,7 +20,7 @@ public struct MemoryBudget: Sendable, Hashable, CustomStringConvertible {
     /// Pi 4's buffers come from it), less a quarter for the display and codecs; else half the
     /// memory available now.
     public static func system(environment: [String: String] = Self.environment) -> MemoryBudget {
-        if let text = environment["SHUTTERBUG_MEMORY_BUDGET_MB"], let mb = Int(text), mb > 0 {
+        if let text = environment["SHUTTERBUG_MEMORY_BUDGET_MB"], let mb = Int(text), (1...1_048_576).contains(mb) {
             return MemoryBudget(bytes: mb << 20, source: "SHUTTERBUG_MEMORY_BUDGET_MB")
         }
         let info = meminfo()
@@ -31,6 +31,14 @@ public struct MemoryBudget: Sendable, Hashable, CustomStringConvertible {
             return MemoryBudget(bytes: available / 2, source: "half the \(megabytes(available)) of memory available")
         }
         return MemoryBudget(bytes: 512 << 20, source: "the default (no /proc/meminfo)")
+    }
+
+    /// What is wrong with `SHUTTERBUG_MEMORY_BUDGET_MB` when it is set but unusable (it is
+    /// then ignored), for a command to say; `nil` when unset or fine.
+    public static func environmentProblem(environment: [String: String] = Self.environment) -> String? {
+        guard let text = environment["SHUTTERBUG_MEMORY_BUDGET_MB"] else { return nil }
+        if let mb = Int(text), (1...1_048_576).contains(mb) { return nil }
+        return "SHUTTERBUG_MEMORY_BUDGET_MB must be a whole number of MB in 1...1048576, not '\(text)'; ignored, using \(system(environment: [:]))"
     }
 
     public var description: String { "\(Self.megabytes(bytes)) (\(source))" }
