@@ -102,6 +102,9 @@ public struct SimulatedPipeline: Sendable {
     /// CLOCK_REALTIME - CLOCK_MONOTONIC when the sensor started, for `FrameWallClock`; nil
     /// reports none (an older libcamera).
     public var wallClockOffsetNanoseconds: Int64?
+    /// Shared by every frame's metadata (copy-on-write: no allocation per frame).
+    let reportedMatrix: [Double] = [1, 0, 0, 0, 1, 0, 0, 0, 1]
+    let reportedBlackLevels: [Int]
 
     /// Scene signal per second of exposure at unity gain, as a fraction of full scale.
     var sceneRate: Double { 18.0 * options.sceneLux / 400.0 }
@@ -115,6 +118,7 @@ public struct SimulatedPipeline: Sendable {
         self.mode = mode
         self.options = options
         self.startTime = start
+        self.reportedBlackLevels = Array(repeating: profile.blackLevel << (16 - profile.bitDepth), count: 4)
         self.rng = SplitMix64(seed: options.seed)
         self.previousReadout = start
         self.agc = AGCState()
@@ -199,8 +203,8 @@ public struct SimulatedPipeline: Sendable {
         // after white balance is linear sRGB here), black levels in 16-bit units, a sensor
         // warming from 32 °C towards 48 °C over its first ten minutes, the focus figure of merit
         // (the scene's contrast, falling with defocus) and the AF state.
-        metadata.colourCorrectionMatrix = [1, 0, 0, 0, 1, 0, 0, 0, 1]
-        metadata.sensorBlackLevels = Array(repeating: profile.blackLevel << (16 - profile.bitDepth), count: 4)
+        metadata.colourCorrectionMatrix = reportedMatrix
+        metadata.sensorBlackLevels = reportedBlackLevels
         let running = max(0, (timing.readout - startTime).secondsValue)
         metadata.sensorTemperature = ((48 - 16 * exp(-running / 200)) * 10).rounded() / 10
         if profile.hasFocusMotor {
