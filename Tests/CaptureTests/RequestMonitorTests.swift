@@ -89,6 +89,24 @@ struct RequestMonitorTests {
         await session.stop()
     }
 
+    @Test("a camera that goes away ends a monitor, and the session says why")
+    func cameraLost() async throws {
+        var o = SimulationOptions()
+        o.clock = .virtual
+        o.faults.disconnectAtFrame = 20
+        let cam = SimulatedCamera(profile: .imx219, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        try await session.prepare(streams: [StreamRequest(role: .viewfinder)], preparedBracketCount: 1)
+        let done = await session.requests(count: 1000) { _ in }
+        try await session.start()
+        for await _ in done {}
+        let reason = try #require(await session.failureReason)
+        #expect(reason.code == .cameraLost, "\(reason)")
+        await session.stop()
+        #expect(await session.failureReason == nil, "stop is not a failure")
+    }
+
     @Test("stop ends a monitor that wants more")
     func stopEnds() async throws {
         let (session, cam) = try preparedSession(.imx477, landing: .early)

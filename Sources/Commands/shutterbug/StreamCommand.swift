@@ -107,6 +107,11 @@ struct Stream: AsyncParsableCommand {
         try await withStallWatchdog(timeout: timeout, what: "streaming from \(cam.info.id)", watching: watch) { _ in
             for await _ in done {}
         }
+        // The monitor also ends when the camera fails: say why, after what was printed.
+        if let failure = await session.failureReason {
+            await session.stop()
+            throw failure
+        }
         await session.stop()
         let finished = printer.withLock { $0 }
         let missing = await session.unsupportedControls.intersection(manual.controls.set)

@@ -102,6 +102,10 @@ public actor CaptureSession {
     /// The newest frame the session has seen.
     public var latestFrame: FrameMetadata? { recent.last }
 
+    /// Why the session failed (a request error, a camera that went away), if it did; `stop`
+    /// itself is not a failure.
+    public var failureReason: ShutterbugError? { running ? failure : nil }
+
     /// Photos held by the consumer (not yet released), and frames held by sinks.
     public var photosHeld: Int { ledger.holders }
 
@@ -332,7 +336,9 @@ public actor CaptureSession {
     /// Keeps `pipelineDepth` requests queued, from the spare slots, and lets a camera that
     /// paces by demand take frames while anything waits on them.
     func topUp() {
-        while running, let slot = ledger.nextToQueue() {
+        // Not once the session failed: a camera that refuses requests would hand the slot
+        // straight back, and this would spin.
+        while running, failure == nil, let slot = ledger.nextToQueue() {
             requeue(slot)
         }
         if backend.pacesByDemand { backend.allowFrames(hasDemand) }
