@@ -107,6 +107,17 @@ struct RequestMonitorTests {
         #expect(await session.failureReason == nil, "stop is not a failure")
     }
 
+    @Test("a stopped session refuses to start again, and says to make a new one")
+    func runsOnce() async throws {
+        let (session, cam) = try preparedSession(.imx477, landing: .early)
+        defer { cam.release() }
+        try await session.start(stream: StreamRequest(role: .viewfinder), preparedBracketCount: 1)
+        await session.stop()
+        await #expect {
+            try await session.start()
+        } throws: { e in "\(e)".contains("make a new CaptureSession") }
+    }
+
     @Test("stop ends a monitor that wants more")
     func stopEnds() async throws {
         let (session, cam) = try preparedSession(.imx477, landing: .early)

@@ -180,10 +180,15 @@ public actor CaptureSession {
     /// - Parameter controls: the controls in force outside captures, from the first frame;
     ///   default auto exposure and white balance at any frame rate from the mode's fastest
     ///   to 4 fps.
-    /// - Throws: `.invalidState` when not prepared or already running.
+    /// - Throws: `.invalidState` when not prepared, already running, or stopped (a session runs
+    ///   once).
     public func start(controls: CameraControls? = nil) async throws {
         guard slots > 0 else { throw ShutterbugError(.invalidState, "the session is not prepared: call prepare(streams:) first") }
         guard !running else { throw ShutterbugError(.invalidState, "the session is already running") }
+        // One run per session: a stopped session's requests may still be coming back.
+        guard failure == nil, pump == nil else {
+            throw ShutterbugError(.invalidState, "a session runs once; this one has stopped (\(failure?.message ?? "stopped")): make a new CaptureSession")
+        }
         baseline = CameraControls(aeEnabled: true, awbEnabled: true,
                                   frameDurationLimits: timing.everyFramePeriod...max(timing.everyFramePeriod, .milliseconds(250)))
         if backend.controlLimits.supported.isDisjoint(with: [.aeEnable, .frameDurationLimits]) { baseline = CameraControls() }
