@@ -77,6 +77,13 @@ struct CLITests {
         #expect(mode["width"] as? Int == 2028 && mode["height"] as? Int == 1520 && mode["bitDepth"] as? Int == 12, "\(mode)")
         #expect(mode["maxFps"] as? Double == 40)
         #expect((summary["bufferBytes"] as? Int ?? 0) > 0)
+        // --raw-size picks the mode; it means nothing without DNG, and says so.
+        let picked = try await Self.shutterbug("bracket", "--camera", "sim:imx477", "--role", "video", "--virtual-time", "--exposures", "1/100",
+                                               "--format", "dng", "--output", root, "--raw-size", "4056x3040", "--json")
+        let pickedMode = try JSONSerialization.jsonObject(with: Data(picked.stdout.split(separator: "\n").last!.utf8)) as! [String: Any]
+        #expect((pickedMode["sensorMode"] as? [String: Any])?["width"] as? Int == 4056, "\(picked.stderr)")
+        let noDNG = try await Self.shutterbug("bracket", "--camera", "sim:imx477", "--exposures", "1/100", "--raw-size", "2028x1520")
+        #expect(noDNG.status == 64 && noDNG.stderr.contains("only DNG output uses"), "\(noDNG.stderr)")
         let s = try await Self.shutterbug("stream", "--camera", "sim:imx708", "--frames", "2", "--virtual-time")
         #expect(s.stdout.contains("sensor mode 1536x864 10-bit, up to 120.00 fps") && s.stdout.contains("buffers 5 × "), "\(s.stdout)")
     }

@@ -60,7 +60,10 @@ struct Bracket: AsyncParsableCommand {
         let given = [ev, exposures, focusSteps].compactMap { $0 }.count
         guard given == 1 else { throw ValidationError("give exactly one of --ev, --exposures or --focus-steps") }
         guard ["still", "video", "viewfinder"].contains(role) else { throw ValidationError("--role must be still, video or viewfinder, not '\(role)'") }
-        _ = try parsedRawSize()
+        _ = try NumericInput.size(rawSize, "--raw-size", example: "2028x1520")
+        if rawSize != nil, output == nil || !format.lowercased().contains("dng") {
+            throw ValidationError("--raw-size sizes the raw stream, which only DNG output uses: add --output DIR with --format dng")
+        }
         if let gain {
             guard exposures != nil else {
                 throw ValidationError("--gain applies to --exposures only; an --ev bracket meters its own gain and a --focus-steps bracket keeps the exposure in force")
@@ -118,7 +121,7 @@ struct Bracket: AsyncParsableCommand {
             _ = try cam.configure([processed])
             alone = cam.sensorModeReport
             var raw = StreamRequest(role: .raw)
-            if let (w, h) = try parsedRawSize() {
+            if let (w, h) = try NumericInput.size(rawSize, "--raw-size", example: "2028x1520") {
                 raw.width = w
                 raw.height = h
             } else if let w = alone?.width, let h = alone?.height {
@@ -217,15 +220,6 @@ struct Bracket: AsyncParsableCommand {
         }
     }
 
-    private func parsedRawSize() throws -> (Int, Int)? {
-        guard let rawSize else { return nil }
-        let parts = rawSize.lowercased().split(separator: "x")
-        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (16...16384).contains(w), (16...16384).contains(h) else {
-            throw ValidationError("--raw-size must be WIDTHxHEIGHT with each in 16...16384, e.g. 2028x1520, not '\(rawSize)'")
-        }
-        return (w, h)
-    }
-
     private struct Outcome {
         var photos: [(step: ResolvedStep, metadata: FrameMetadata)] = []
         var resolved: ResolvedPhotoSettings?
@@ -278,11 +272,7 @@ struct Bracket: AsyncParsableCommand {
             o.add("exposureEndedNs", ended?.nanoseconds)
             o.add("focusSyncFrame", focus.map { Int($0.sequence) })
             if output != nil { o.add("sidecar", files.first { $0.step == nil }?.path) }
-            if let mode {
-                var m = JSONObject()
-                mode.addTo(&m)
-                o.add("sensorMode", object: m)
-            }
+            if let mode { o.add("sensorMode", object: mode.json) }
             o.add("bufferBytes", bufferBytes)
             print(o.text)
             return

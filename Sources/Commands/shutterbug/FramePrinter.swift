@@ -99,11 +99,7 @@ struct FramePrinter: Sendable {
             o.add("syncFrame", syncFrame.map { Int($0.sequence) })
             o.add("syncTimestampNs", syncFrame?.sensorTimestamp?.nanoseconds)
             o.add("unsupportedControls", unsupported.names)
-            if let mode {
-                var m = JSONObject()
-                mode.addTo(&m)
-                o.add("sensorMode", object: m)
-            }
+            if let mode { o.add("sensorMode", object: mode.json) }
             o.add("bufferBytes", bufferBytes)
             print(o.text)
             return

@@ -54,6 +54,16 @@ enum NumericInput {
     }
 
     /// A number as a person reads it: short, and never a trap for inf, nan or 1e308.
+    /// A `WIDTHxHEIGHT` size, each in 16...16384; `nil` for no text.
+    static func size(_ text: String?, _ name: String, example: String) throws -> (Int, Int)? {
+        guard let text else { return nil }
+        let parts = text.lowercased().split(separator: "x")
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (16...16384).contains(w), (16...16384).contains(h) else {
+            throw ValidationError("\(name) must be WIDTHxHEIGHT with each in 16...16384, e.g. \(example), not '\(text)'")
+        }
+        return (w, h)
+    }
+
     static func show(_ v: Double) -> String {
         if v.isNaN { return "nan" }
         if v.isInfinite { return v < 0 ? "-inf" : "inf" }

@@ -57,14 +57,14 @@ struct Stream: AsyncParsableCommand {
         if let lens { try NumericInput.check(lens, "--lens", in: 0...100, unit: "dioptres") }
         if let buffers, !(1...32).contains(buffers) { throw ValidationError("--buffers must be in 1...32, not \(buffers)") }
         if StreamRole(rawValue: role) == nil { throw ValidationError("--role must be viewfinder, video, still or raw, not '\(role)'") }
-        if let size { _ = try parseSize(size) }
+        _ = try NumericInput.size(size, "--size", example: "800x600")
         if let exposure { _ = try NumericInput.exposure(Substring(exposure), "--exposure") }
     }
 
     func run() async throws {
         let cam = try camera.open()
         defer { cam.release() }
-        let wanted = try parseSize(size)
+        let wanted = try NumericInput.size(size, "--size", example: "800x600")
         let session = CaptureSession(backend: cam)
         // The session keeps its pipeline depth in flight and at least one slot for a photo.
         var bracketSlots = 1
@@ -116,15 +116,6 @@ struct Stream: AsyncParsableCommand {
         let finished = printer.withLock { $0 }
         let missing = await session.unsupportedControls.intersection(manual.controls.set)
         finished.summary(camera: cam.info.id, unsupported: missing, target: manual, mode: cam.sensorModeReport, bufferBytes: config.bufferBytes)
-    }
-
-    private func parseSize(_ text: String?) throws -> (Int, Int)? {
-        guard let text else { return nil }
-        let parts = text.lowercased().split(separator: "x")
-        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (16...16384).contains(w), (16...16384).contains(h) else {
-            throw ValidationError("--size must be WIDTHxHEIGHT with each in 16...16384, e.g. 800x600, not '\(text)'")
-        }
-        return (w, h)
     }
 
     /// Validates the manual settings against the camera and builds the controls.

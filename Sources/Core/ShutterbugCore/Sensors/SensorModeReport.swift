@@ -39,8 +39,9 @@ public struct SensorModeReport: Sendable, Hashable, CustomStringConvertible {
         return a > b * 1.001
     }
 
-    /// The report as JSON fields.
-    public func addTo(_ o: inout JSONObject) {
+    /// The report as a JSON object.
+    public var json: JSONObject {
+        var o = JSONObject()
         o.add("width", width)
         o.add("height", height)
         o.add("bitDepth", bitDepth)
@@ -50,5 +51,6 @@ public struct SensorModeReport: Sendable, Hashable, CustomStringConvertible {
         o.add("minExposureUs", exposureLimits?.lowerBound.microsecondsValue)
         o.add("maxExposureUs", exposureLimits?.upperBound.microsecondsValue)
         o.add("source", source)
+        return o
     }
 }
