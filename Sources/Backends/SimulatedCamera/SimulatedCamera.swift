@@ -204,9 +204,9 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             guard !running else { throw ShutterbugError(.invalidState, "cannot allocate buffers while \(info.id) is running") }
             guard !streams.isEmpty else { throw ShutterbugError(.invalidState, "configure \(info.id) before allocating buffers") }
             let slots = streams.map(\.bufferCount).min()!
-            slotBuffers = (0..<slots).map { _ in
-                streams.map { s in
-                    SimulatedFrameBuffer(layout: SimulatedBufferLayout(width: s.width, height: s.height, format: s.pixelFormat), profile: profile, renderer: renderer)
+            slotBuffers = try (0..<slots).map { _ in
+                try streams.map { s in
+                    try SimulatedFrameBuffer(layout: SimulatedBufferLayout(width: s.width, height: s.height, format: s.pixelFormat), profile: profile, renderer: renderer)
                 }
             }
             slotBoxes = slotBuffers.map { $0.map { $0 as any FrameBuffer } }

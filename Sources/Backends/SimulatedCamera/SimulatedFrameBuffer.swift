@@ -1,5 +1,11 @@
 import ShutterbugCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The memory layout of one simulated stream's buffers.
 struct SimulatedBufferLayout: Sendable {
     var width: Int
@@ -49,15 +55,20 @@ final class SimulatedFrameBuffer: FrameBuffer, @unchecked Sendable {
     var recipe: SimulatedPipeline.FrameRecipe?
     private var rendered: SimulatedPipeline.FrameRecipe?
 
-    init(layout: SimulatedBufferLayout, profile: SensorProfile, renderer: SceneRenderer) {
+    init(layout: SimulatedBufferLayout, profile: SensorProfile, renderer: SceneRenderer) throws {
         self.layout = layout
         self.profile = profile
         self.renderer = renderer
-        memory = .allocate(byteCount: layout.size, alignment: 64)
-        memory.initializeMemory(as: UInt8.self, repeating: 0)
+        // Anonymous pages, zero and page-aligned, touched only when a frame is rendered into
+        // them (as dmabufs cost nothing to map): allocating a 12 MP stream's buffers is
+        // instant, on the capture loop, rather than a write of hundreds of megabytes.
+        let size = max(layout.size, 1)
+        let p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let p, p != MAP_FAILED else { throw ShutterbugError.fromErrno(-errno, while: "allocating a \(size)-byte simulated buffer") }
+        memory = UnsafeMutableRawBufferPointer(start: p, count: layout.size)
     }
 
-    deinit { memory.deallocate() }
+    deinit { munmap(memory.baseAddress, max(memory.count, 1)) }
 
     var width: Int { layout.width }
     var height: Int { layout.height }
