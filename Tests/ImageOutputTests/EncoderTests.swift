@@ -126,8 +126,8 @@ struct OutputUnitTests {
         // live one's (this process's) is not: another run may be writing it right now.
         let dead = root + "/d/\(OutputDirectory.temporaryPrefix)\(Int32.max)-4-0.tmp"
         let live = root + "/d/\(OutputDirectory.temporaryPrefix)\(getpid())-5-0.tmp"
-        FileManager.default.createFile(atPath: dead, contents: Data([1, 2, 3]))
-        FileManager.default.createFile(atPath: live, contents: Data([4, 5, 6]))
+        _ = FileManager.default.createFile(atPath: dead, contents: Data([1, 2, 3]))
+        _ = FileManager.default.createFile(atPath: live, contents: Data([4, 5, 6]))
         #expect(dir.removeStaleTemporaries() == 1)
         #expect(!FileManager.default.fileExists(atPath: dead))
         #expect(FileManager.default.fileExists(atPath: live))
