@@ -10,11 +10,15 @@
 # much as the whole measurement) stays out of the figure. The figure is the CPU those frames
 # took divided by their count.
 #
-# usage: board/virtual/bench-cam.sh [FRAMES] [ROUNDS]   (boots the board; default 1000 frames, 3 rounds)
+# The emulated board's speed wanders by as much as 30% between one program run and the next, so
+# one run of this script alternates the two programs ROUNDS times and its figure is the ratio of
+# the two medians; each round's figures are printed too.
+#
+# usage: board/virtual/bench-cam.sh [FRAMES] [ROUNDS]   (boots the board; default 600 frames, 5 rounds)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-frames=${1:-1000}
-rounds=${2:-3}
+frames=${1:-600}
+rounds=${2:-5}
 if [ "${SHUTTERBUG_BOARD:-}" != virtual ]; then
 	exec "$here/run.sh" --timeout 1800 -- bash "$here/bench-cam.sh" "$frames" "$rounds"
 fi
@@ -47,19 +51,30 @@ steady() {
 	echo "$((n2 - n1)) $((t2 - t1))"
 }
 
-# The programs themselves (not shell functions), so $! is the process measured.
+# The programs themselves (not shell functions; stdbuf execs), so $! is the process measured.
 cam_run=(cam -c 1 --capture="$frames" -s role=viewfinder,width=636,height=480,pixelformat=BGR888)
-sb_run=("$build/shutterbug" stream --frames "$frames" --size 636x480)
+# cam ends each line with std::endl (a write per frame); shutterbug's stdio buffers a file in
+# 4 KiB blocks, so its count of lines would lag the CPU reading by up to ~50 frames: line
+# buffering makes both write, and count, each frame as it happens.
+sb_run=(stdbuf -oL "$build/shutterbug" stream --frames "$frames" --size 636x480)
 # cam prints one line per frame with "seq:", shutterbug one starting with "#".
 cam_line='seq:'
 sb_line='^#'
 
 echo "bench vs cam: vimc viewfinder 636x480 BGR888, $frames frames per run, CPU per frame over frames $skip to $last, shutterbug from $build"
+cams=() sbs=()
 for r in $(seq 1 "$rounds"); do
 	read -r cn ct <<<"$(steady "$cam_line" "${cam_run[@]}")"
 	read -r sn st <<<"$(steady "$sb_line" "${sb_run[@]}")"
-	awk -v r="$r" -v cn="$cn" -v ct="$ct" -v sn="$sn" -v st="$st" -v tck="$tck" 'BEGIN {
-		c = ct / tck / cn * 1000; s = st / tck / sn * 1000
-		printf "  round %d: cam %.3f ms/frame (%d frames), shutterbug %.3f ms/frame (%d frames), ratio shutterbug/cam %.2f\n", r, c, cn, s, sn, s / c
+	c=$(awk -v n="$cn" -v t="$ct" -v tck="$tck" 'BEGIN { printf "%.3f", t / tck / n * 1000 }')
+	s=$(awk -v n="$sn" -v t="$st" -v tck="$tck" 'BEGIN { printf "%.3f", t / tck / n * 1000 }')
+	cams+=("$c") sbs+=("$s")
+	awk -v r="$r" -v c="$c" -v s="$s" -v cn="$cn" -v sn="$sn" 'BEGIN {
+		printf "  round %d: cam %.3f ms/frame (%d frames), shutterbug %.3f ms/frame (%d frames), ratio %.2f\n", r, c, cn, s, sn, s / c
 	}'
 done
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+mc=$(median "${cams[@]}") ms=$(median "${sbs[@]}")
+awk -v c="$mc" -v s="$ms" -v r="$rounds" 'BEGIN {
+	printf "median of %d rounds: cam %.3f ms/frame, shutterbug %.3f ms/frame, ratio shutterbug/cam %.2f\n", r, c, s, s / c
+}'
