@@ -61,7 +61,7 @@ final class SimulatedFrameBuffer: FrameBuffer, @unchecked Sendable {
         self.renderer = renderer
         // Anonymous pages, zero and page-aligned, touched only when a frame is rendered into
         // them (as dmabufs cost nothing to map): allocating a 12 MP stream's buffers is
-        // instant, on the capture loop, rather than a write of hundreds of megabytes.
+        // instant, in the session's prepare, rather than a write of hundreds of megabytes.
         let size = max(layout.size, 1)
         let p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
         guard let p, p != MAP_FAILED else { throw ShutterbugError.fromErrno(-errno, while: "allocating a \(size)-byte simulated buffer") }
