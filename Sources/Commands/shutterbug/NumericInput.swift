@@ -53,7 +53,6 @@ enum NumericInput {
         }
     }
 
-    /// A number as a person reads it: short, and never a trap for inf, nan or 1e308.
     /// A `WIDTHxHEIGHT` size, each in 16...16384; `nil` for no text.
     static func size(_ text: String?, _ name: String, example: String) throws -> (Int, Int)? {
         guard let text else { return nil }
@@ -64,6 +63,7 @@ enum NumericInput {
         return (w, h)
     }
 
+    /// A number as a person reads it: short, and never a trap for inf, nan or 1e308.
     static func show(_ v: Double) -> String {
         if v.isNaN { return "nan" }
         if v.isInfinite { return v < 0 ? "-inf" : "inf" }
