@@ -19,6 +19,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 frames=${1:-600}
 rounds=${2:-5}
+case "$frames$rounds" in *[!0-9]*) echo "usage: $0 [FRAMES 20...100000] [ROUNDS 1...99]" >&2; exit 2 ;; esac
+if [ "$frames" -lt 20 ] || [ "$frames" -gt 100000 ] || [ "$rounds" -lt 1 ] || [ "$rounds" -gt 99 ]; then
+	echo "bench-cam.sh: FRAMES must be in 20...100000 and ROUNDS in 1...99, not $frames and $rounds" >&2
+	exit 2
+fi
 if [ "${SHUTTERBUG_BOARD:-}" != virtual ]; then
 	exec "$here/run.sh" --timeout 1800 -- bash "$here/bench-cam.sh" "$frames" "$rounds"
 fi
@@ -33,6 +38,14 @@ ticks() { # utime + stime of a process, all threads
 	awk '{ print $14 + $15 }' "/proc/$1/stat"
 }
 
+gone() { # PID NAME OUTPUT: exits with the program's status and output if it has ended
+	kill -0 "$1" 2>/dev/null && return 0
+	wait "$1"; local rc=$?
+	echo "bench-cam.sh: $2 ended (status $rc) before frame $last; its output:" >&2
+	tail -5 "$3" >&2
+	exit 1
+}
+
 # steady PATTERN COMMAND...: prints "frames ticks" over frames skip..last of COMMAND's output,
 # counting output lines that match PATTERN (one per frame).
 steady() {
@@ -42,9 +55,10 @@ steady() {
 	"$@" >"$out" 2>/dev/null &
 	pid=$!
 	n=0
-	while [ "$n" -lt "$skip" ]; do sleep 0.02; n=$(grep -c -- "$pattern" "$out" || true); done
+	# A program that exits before the window (no camera, a crash) fails the run, not hangs it.
+	while [ "$n" -lt "$skip" ]; do gone "$pid" "$1" "$out"; sleep 0.02; n=$(grep -c -- "$pattern" "$out" || true); done
 	t1=$(ticks "$pid"); n1=$(grep -c -- "$pattern" "$out" || true)
-	while [ "$n" -lt "$last" ]; do sleep 0.02; n=$(grep -c -- "$pattern" "$out" || true); done
+	while [ "$n" -lt "$last" ]; do gone "$pid" "$1" "$out"; sleep 0.02; n=$(grep -c -- "$pattern" "$out" || true); done
 	t2=$(ticks "$pid"); n2=$(grep -c -- "$pattern" "$out" || true)
 	wait "$pid"
 	rm -f "$out"
@@ -65,7 +79,9 @@ echo "bench vs cam: vimc viewfinder 636x480 BGR888, $frames frames per run, CPU 
 cams=() sbs=()
 for r in $(seq 1 "$rounds"); do
 	read -r cn ct <<<"$(steady "$cam_line" "${cam_run[@]}")"
+	[ -n "${ct:-}" ] || exit 1
 	read -r sn st <<<"$(steady "$sb_line" "${sb_run[@]}")"
+	[ -n "${st:-}" ] || exit 1
 	c=$(awk -v n="$cn" -v t="$ct" -v tck="$tck" 'BEGIN { printf "%.3f", t / tck / n * 1000 }')
 	s=$(awk -v n="$sn" -v t="$st" -v tck="$tck" 'BEGIN { printf "%.3f", t / tck / n * 1000 }')
 	cams+=("$c") sbs+=("$s")
