@@ -46,7 +46,7 @@ func record(_ stream: AsyncThrowingStream<CaptureEvent, any Error>, measure: Boo
     return r
 }
 
-/// Mean of the Y plane of a YUV420 frame, sampled.
+/// Mean linear light of the Y plane of a YUV420 frame (the ISP's sRGB tone curve undone), sampled.
 func meanLuma(_ b: any FrameBuffer) -> Double {
     b.withUnsafeBytes { bytes in
         var sum = 0.0, n = 0.0
@@ -54,7 +54,7 @@ func meanLuma(_ b: any FrameBuffer) -> Double {
         var y = 0
         while y < b.height {
             var x = 0
-            while x < b.width { sum += Double(bytes[y * stride + x]); n += 1; x += 7 }
+            while x < b.width { sum += Colorimetry.srgbLinearOf8Bit[Int(bytes[y * stride + x])] * 255; n += 1; x += 7 }
             y += 5
         }
         return sum / n

@@ -52,14 +52,16 @@ func reports(_ m: FrameMetadata, exposure: Duration, gain: Double, line: Duratio
     return abs((e - exposure).nanosecondsValue) <= line.nanosecondsValue && abs(g.value - gain) <= 0.02 * gain
 }
 
-/// Mean and standard deviation of one byte channel of an XRGB8888 frame.
+/// Mean and standard deviation of one channel of an XRGB8888 frame in linear light (the ISP's
+/// sRGB tone curve undone), on the 0...255 scale.
 func channelStatistics(_ buffer: any FrameBuffer, channel: Int = 1) -> (mean: Double, sd: Double) {
     buffer.withUnsafeBytes { bytes in
         let stride = buffer.planes[0].stride
         var sum = 0.0, sq = 0.0
         for y in 0..<buffer.height {
             for x in 0..<buffer.width {
-                let v = Double(bytes[y * stride + x * 4 + channel])
+                // Linear light, undoing the ISP's tone curve: the scene's levels.
+                let v = Colorimetry.srgbLinearOf8Bit[Int(bytes[y * stride + x * 4 + channel])] * 255
                 sum += v
                 sq += v * v
             }

@@ -129,6 +129,12 @@ extension SimulatedPipeline {
                 exposure = total / g
             } else {
                 (exposure, gain) = divide(total, maxShutter: maxShutter)
+                // A sensor whose least gain is above the profile's first stage (IMX708:
+                // 1.12) takes the difference off the shutter instead of over-exposing.
+                if gain < gainRange.lowerBound {
+                    gain = gainRange.lowerBound
+                    exposure = total / gain
+                }
             }
         }
 

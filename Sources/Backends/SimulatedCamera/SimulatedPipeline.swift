@@ -52,7 +52,17 @@ public struct SimulatedPipeline: Sendable {
         public var totalGain: Double
         /// |physical lens position − subject| in dioptres during the exposure.
         public var defocus: Double
+        /// The white-balance gains the ISP applied.
         public var colourGains: ColourGains
+        /// The colour correction matrix the ISP applied.
+        public var correction: Matrix3
+        /// What the camera looks at.
+        public var scene: SimulationOptions.Scene
+        /// The raw R/G and B/G of a grey under the scene's light (1 / its balancing gains).
+        public var rawWhite: RGB
+        /// The correction that turns this sensor's white-balanced RGB into linear sRGB under the
+        /// scene's light: how the scene's colours reach the sensor (see `ColourChart`).
+        public var sceneCorrection: Matrix3
     }
 
     /// A frame paired with a request.
@@ -102,14 +112,18 @@ public struct SimulatedPipeline: Sendable {
     /// CLOCK_REALTIME - CLOCK_MONOTONIC when the sensor started, for `FrameWallClock`; nil
     /// reports none (an older libcamera).
     public var wallClockOffsetNanoseconds: Int64?
-    /// Shared by every frame's metadata (copy-on-write: no allocation per frame).
-    let reportedMatrix: [Double] = [1, 0, 0, 0, 1, 0, 0, 0, 1]
+    /// The AWB's estimate of the light's colour temperature.
+    var awbKelvin: Double
+    /// The matrix last reported, shared by every frame's metadata until it changes
+    /// (copy-on-write: no allocation per frame).
+    var reportedMatrix: (kelvin: Double, matrix: Matrix3, elements: [Double])
     let reportedBlackLevels: [Int]
+    /// The scene's light as the sensor sees it.
+    let sceneWhite: RGB
+    let sceneCorrection: Matrix3
 
     /// Scene signal per second of exposure at unity gain, as a fraction of full scale.
     var sceneRate: Double { 18.0 * options.sceneLux / 400.0 }
-    /// The white-balance gains the scene's illuminant (5000 K) needs.
-    static let sceneNeutralGains = ColourGains(red: 1.9, blue: 1.55)
 
     /// Creates the pipeline with the sensor started at `start` with `controls`, which apply
     /// from the very first frame.
@@ -123,6 +137,15 @@ public struct SimulatedPipeline: Sendable {
         self.previousReadout = start
         self.agc = AGCState()
         self.lens = LensState(position: profile.defaultLensPosition)
+        let tuning = profile.colour
+        let truth = tuning.gains(kelvin: options.illuminant)
+        self.sceneWhite = RGB(1 / truth.red, 1, 1 / truth.blue)
+        self.sceneCorrection = tuning.correction(kelvin: options.illuminant)
+        // A Pi that returns start-up frames starts its AWB from a mid-range guess and
+        // converges over them; an older one has converged by the first frame it returns.
+        self.awbKelvin = options.startupFrames > 0 ? 4500 : options.illuminant
+        let m = tuning.correction(kelvin: awbKelvin)
+        self.reportedMatrix = (awbKelvin, m, m.elements)
         self.current = SensorSettings(exposureLines: 1, gainCode: 0, frameLengthLines: 1, digitalGain: 1)
         current = agcSettings(filtered: false)
         apply(controls)
@@ -177,13 +200,33 @@ public struct SimulatedPipeline: Sendable {
         pairedRequests &+= 1
         let controlList = inForceRequest
         apply(request.controls)
-        let colourGains = manualColourGains.flatMap { awbEnabled ? nil : $0 } ?? Self.sceneNeutralGains
+        // Colour: the gains set by hand, or the AWB's for the temperature it has found; the
+        // matrix for the temperature the gains imply (the Pi's inverse CT curve when manual).
+        let tuning = profile.colour
+        let colourGains: ColourGains
+        let kelvin: Double
+        if !awbEnabled, let manual = manualColourGains {
+            colourGains = manual
+            kelvin = tuning.kelvin(forRedGain: manual.red)
+        } else {
+            colourGains = tuning.gains(kelvin: awbKelvin)
+            kelvin = awbKelvin
+        }
+        if kelvin != reportedMatrix.kelvin {
+            let m = tuning.correction(kelvin: kelvin)
+            reportedMatrix = (kelvin, m, m.elements)
+        }
 
         let ipaRuns = lastIPARun.map { timing.readout - $0 >= options.ipaMinInterval * 0.9 } ?? true
         if ipaRuns {
             lastIPARun = timing.readout
             _ = schedule(agcSettings(filtered: true), pairedWith: timing.sequence, request: requestSequence)
             stepLens(at: timing.completion)
+            if awbEnabled, awbKelvin != options.illuminant {
+                let speed = sequence <= UInt64(options.startupFrames) ? 0.6 : 0.2
+                awbKelvin += speed * (options.illuminant - awbKelvin)
+                if abs(awbKelvin - options.illuminant) < 1 { awbKelvin = options.illuminant }
+            }
         }
 
         let analogue = profile.gainModel.gain(forCode: exposed.gainCode)
@@ -196,14 +239,14 @@ public struct SimulatedPipeline: Sendable {
             frameDuration: timing.frameDuration,
             lensPosition: profile.hasFocusMotor ? Dioptres(lens.commanded) : nil,
             colourGains: colourGains,
-            colourTemperature: awbEnabled ? 5000 : nil,
+            colourTemperature: Int(kelvin.rounded()),
             lux: options.sceneLux)
         if options.reportsControlListSequence { metadata.controlListSequence = controlList.map { Int64($0) } }
-        // What the Pi's IPA reports besides: the matrix the renderer's colours imply (camera RGB
-        // after white balance is linear sRGB here), black levels in 16-bit units, a sensor
-        // warming from 32 °C towards 48 °C over its first ten minutes, the focus figure of merit
-        // (the scene's contrast, falling with defocus) and the AF state.
-        metadata.colourCorrectionMatrix = reportedMatrix
+        // What the Pi's IPA reports besides: the colour correction matrix it applied, black
+        // levels in 16-bit units, a sensor warming from 32 °C towards 48 °C over its first ten
+        // minutes, the focus figure of merit (the scene's contrast, falling with defocus) and
+        // the AF state.
+        metadata.colourCorrectionMatrix = reportedMatrix.elements
         metadata.sensorBlackLevels = reportedBlackLevels
         let running = max(0, (timing.readout - startTime).secondsValue)
         metadata.sensorTemperature = ((48 - 16 * exp(-running / 200)) * 10).rounded() / 10
@@ -223,7 +266,11 @@ public struct SimulatedPipeline: Sendable {
             signal: sceneRate * timing.exposure.secondsValue * total,
             totalGain: total,
             defocus: profile.hasFocusMotor ? abs(physicalLens - subjectDioptres) : 0,
-            colourGains: colourGains)
+            colourGains: colourGains,
+            correction: reportedMatrix.matrix,
+            scene: options.scene,
+            rawWhite: sceneWhite,
+            sceneCorrection: sceneCorrection)
         return .completed(Frame(request: request, requestSequence: requestSequence, metadata: metadata, recipe: recipe))
     }
 

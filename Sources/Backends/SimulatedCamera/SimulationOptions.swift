@@ -30,6 +30,19 @@ public struct SimulationOptions: Hashable, Sendable {
     public var clock: Clock = .realTime
     /// Scene brightness in lux; 400 lux meters to 1/100 s at gain 1.0.
     public var sceneLux: Double = 400
+    /// What the camera looks at.
+    public var scene: Scene = .grating
+    public enum Scene: String, Hashable, Sendable, CaseIterable {
+        /// A grey sinusoidal grating whose contrast falls with defocus (focus and EV tests).
+        case grating
+        /// A 24-patch ColorChecker (published reference colours), lit by `illuminant`.
+        case chart
+    }
+    /// The colour temperature of the light on the scene, in kelvin (D65 is 6504 K, a warm
+    /// indoor lamp about 3000 K). The AWB finds it; the raw Bayer values follow it.
+    public var illuminant: Double = 5000
+    /// Illuminant temperatures accepted.
+    public static let illuminantRange: ClosedRange<Double> = 2000...10000
     /// Subject distance in metres; the synthetic scene is sharp when the lens focuses there.
     public var subjectDistance: Double = 1.0
     /// Mechanical settle time of the focus motor after each move.

@@ -32,6 +32,12 @@ struct CameraOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: subject distance in metres (the scene is sharp when focused there).", valueName: "m"))
     var subjectDistance: Double = 1.0
 
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: the scene, grating (grey, for focus and exposure) or chart (a 24-patch ColorChecker with the published colours).", valueName: "grating|chart"))
+    var scene: String = "grating"
+
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: the light on the scene, a colour temperature in kelvin (2000...10000) or d65 (6504 K), d50 (5003 K), warm (3000 K), tungsten (2856 K).", valueName: "K|name"))
+    var illuminant: String = "5000"
+
     @Flag(name: .long, help: "Simulated camera: run in virtual time, as fast as the CPU allows, instead of real time.")
     var virtualTime = false
 
@@ -72,7 +78,24 @@ struct CameraOptions: ParsableArguments {
             throw ValidationError("--platform must be \(SimulationOptions.Platform.allCases.map(\.rawValue).joined(separator: " or ")), not '\(platform)'")
         }
         o.platform = p
+        guard let sc = SimulationOptions.Scene(rawValue: scene) else {
+            throw ValidationError("--scene must be \(SimulationOptions.Scene.allCases.map(\.rawValue).joined(separator: " or ")), not '\(scene)'")
+        }
+        o.scene = sc
+        o.illuminant = try Self.kelvin(illuminant)
         return o
+    }
+
+    /// An illuminant by name or temperature.
+    static func kelvin(_ text: String) throws -> Double {
+        let named: [String: Double] = ["d65": 6504, "d50": 5003, "warm": 3000, "tungsten": 2856]
+        if let k = named[text.lowercased()] { return k }
+        let range = SimulationOptions.illuminantRange
+        guard let k = Double(text.hasSuffix("K") || text.hasSuffix("k") ? String(text.dropLast()) : text) else {
+            throw ValidationError("--illuminant must be a colour temperature in \(Int(range.lowerBound))...\(Int(range.upperBound)) K or one of d65, d50, warm, tungsten, not '\(text)'")
+        }
+        try NumericInput.check(k, "--illuminant", in: range, unit: "K")
+        return k
     }
 
     /// Opens the chosen camera. Without a choice: the first libcamera camera, else the

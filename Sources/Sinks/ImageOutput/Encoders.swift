@@ -192,7 +192,8 @@ public enum DNGEncoder {
         let rc = frame.bytes.withUnsafeBufferPointer { bytes in
             let data = bytes.baseAddress! + frame.planes[0].offset
             let preview = ColourMath.preview(data, stride: frame.planes[0].stride, width: w, height: h, bits: bayer.bits, packing: packing, cfa: bayer.cfa,
-                                             black: Double(black), white: Double(white), red: gains.red, blue: gains.blue)
+                                             black: Double(black), white: Double(white), red: gains.red, blue: gains.blue,
+                                             correction: facts.camera.colourCorrection)
             var image = sbi_dng_image()
             image.width = UInt32(w)
             image.height = UInt32(h)
@@ -229,67 +230,44 @@ public enum RawUnpacker {
 
 /// The colour arithmetic of a DNG.
 enum ColourMath {
-    /// sRGB-linear to XYZ (D65), Bruce Lindbloom's matrix.
-    static let rgbToXYZ: [Double] = [0.4124564, 0.3575761, 0.1804375, 0.2126729, 0.7151522, 0.0721750, 0.0193339, 0.1191920, 0.9503041]
-
-    static func multiply(_ a: [Double], _ b: [Double]) -> [Double] {
-        var r = [Double](repeating: 0, count: 9)
-        for row in 0..<3 {
-            for col in 0..<3 {
-                var sum = 0.0
-                for k in 0..<3 { sum += a[row * 3 + k] * b[k * 3 + col] }
-                r[row * 3 + col] = sum
-            }
-        }
-        return r
-    }
-
-    static func inverse(_ m: [Double]) -> [Double] {
-        let a = m[0], b = m[1], c = m[2], d = m[3], e = m[4], f = m[5], g = m[6], h = m[7], i = m[8]
-        let c0: Double = e * i - f * h
-        let c1: Double = f * g - d * i
-        let c2: Double = d * h - e * g
-        let det: Double = a * c0 + b * c1 + c * c2
-        let r: [Double] = [c0, c * h - b * i, b * f - c * e, c1, a * i - c * g, c * d - a * f, c2, b * g - a * h, a * e - b * d]
-        return r.map { $0 / det }
-    }
-
-    /// DNG ColorMatrix1: XYZ to camera = (RGB→XYZ × CCM × WB)⁻¹, as the ISP's pipeline implies.
+    /// DNG ColorMatrix1: XYZ to camera = (sRGB→XYZ × CCM × WB)⁻¹, the pipeline the ISP applied
+    /// (rpicam-apps' `image/dng.cpp` derives it the same way). A reader that white-balances by
+    /// AsShotNeutral and inverts this gets the ISP's colours back.
     static func xyzToCamera(correction: [Double], red: Double, blue: Double) -> [Double] {
-        let wb: [Double] = [red, 0, 0, 0, 1, 0, 0, 0, blue]
-        return inverse(multiply(multiply(rgbToXYZ, correction), wb))
+        (Colorimetry.srgbToXYZ * Matrix3(correction) * Matrix3.diagonal(red, 1, blue)).inverse.elements
     }
 
-    /// An 8-bit RGB preview about 1/16 the size: one white-balanced 2x2 cell per 16x16 block,
-    /// with a square-root tone curve; reads only the rows it samples.
+    /// An 8-bit sRGB preview 1/16 the size: each pixel the mean of its 16x16 block's sites per
+    /// colour, white-balanced, colour-corrected and through the sRGB tone curve, as the JPEG is.
     static func preview(_ data: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bits: Int, packing: sbi_packing, cfa: CFAPattern,
-                        black: Double, white: Double, red: Double, blue: Double) -> (rgb: [UInt8], width: Int, height: Int) {
-        let pw = max(1, width / 16), ph = max(1, height / 16)
+                        black: Double, white: Double, red: Double, blue: Double, correction: [Double]) -> (rgb: [UInt8], width: Int, height: Int) {
+        let block = 16
+        let pw = max(1, width / block), ph = max(1, height / block)
         var rgb = [UInt8](repeating: 0, count: pw * ph * 3)
-        let order = Array(cfa.rawValue)
+        let sites = Array(cfa.rawValue).map { $0 == "R" ? 0 : $0 == "G" ? 1 : 2 }
         let range = max(white - black, 1)
-        var rows = [UInt16](repeating: 0, count: 2 * width)
+        let isp = Matrix3(correction) * Matrix3.diagonal(red, 1, blue)
+        var row = [UInt16](repeating: 0, count: width)
+        var sums = [Double](repeating: 0, count: pw * 3)
+        var counts = [Double](repeating: 0, count: pw * 3)
         for y in 0..<ph {
-            let sy = min(y * 16, max(height - 2, 0)) & ~1
-            rows.withUnsafeMutableBufferPointer { r in
-                for k in 0..<min(2, height - sy) {
-                    _ = sbi_unpack_row(data + (sy + k) * stride, UInt32(width), UInt32(bits), packing, r.baseAddress! + k * width)
+            for i in sums.indices { sums[i] = 0; counts[i] = 0 }
+            let y1 = y == ph - 1 ? height : (y + 1) * block
+            for sy in (y * block)..<y1 {
+                row.withUnsafeMutableBufferPointer { _ = sbi_unpack_row(data + sy * stride, UInt32(width), UInt32(bits), packing, $0.baseAddress!) }
+                for sx in 0..<min(width, pw * block) {
+                    let c = sites[(sy & 1) * 2 + (sx & 1)]
+                    let i = (sx / block) * 3 + c
+                    sums[i] += Double(row[sx])
+                    counts[i] += 1
                 }
             }
             for x in 0..<pw {
-                let sx = min(x * 16, max(width - 2, 0)) & ~1
-                var r = 0.0, g = 0.0, b = 0.0
-                for k in 0..<4 {
-                    let v = (Double(rows[(k / 2) * width + min(sx + k % 2, width - 1)]) - black) / range
-                    switch order[k] {
-                    case "R": r = v * red
-                    case "B": b = v * blue
-                    default: g += v / 2
-                    }
-                }
-                for (c, v) in [r, g, b].enumerated() {
-                    rgb[(y * pw + x) * 3 + c] = UInt8(min(max(v, 0), 1).squareRoot() * 255)
-                }
+                func mean(_ c: Int) -> Double { (sums[x * 3 + c] / max(counts[x * 3 + c], 1) - black) / range }
+                let out = isp.apply(RGB(mean(0), mean(1), mean(2)))
+                rgb[(y * pw + x) * 3] = UInt8((Colorimetry.srgbEncode(out.r) * 255).rounded())
+                rgb[(y * pw + x) * 3 + 1] = UInt8((Colorimetry.srgbEncode(out.g) * 255).rounded())
+                rgb[(y * pw + x) * 3 + 2] = UInt8((Colorimetry.srgbEncode(out.b) * 255).rounded())
             }
         }
         return (rgb, pw, ph)

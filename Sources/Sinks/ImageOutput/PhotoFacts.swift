@@ -33,9 +33,11 @@ public struct CameraDescription: Sendable, Hashable {
         self.colourCorrection = colourCorrection
     }
 
-    /// A profile's camera: its product name, black level and depth.
+    /// A profile's camera: its product name, black level, depth, and its tuning's colour
+    /// correction matrix at 5000 K.
     public init(profile: SensorProfile) {
-        self.init(model: profile.model, uniqueModel: "Raspberry Pi \(profile.product) \(profile.model)", blackLevel: profile.blackLevel, bitDepth: profile.bitDepth)
+        self.init(model: profile.model, uniqueModel: "Raspberry Pi \(profile.product) \(profile.model)", blackLevel: profile.blackLevel, bitDepth: profile.bitDepth,
+                  colourCorrection: profile.colour.correction(kelvin: 5000).elements)
     }
 
     /// A correction that leaves colours as the sensor sees them, for cameras without a tuning.

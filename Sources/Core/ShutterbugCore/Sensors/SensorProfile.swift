@@ -89,6 +89,8 @@ public struct SensorProfile: Hashable, Sendable {
     public var lensRange: ClosedRange<Double>?
     /// The lens position at power-on.
     public var defaultLensPosition: Double
+    /// The Raspberry Pi tuning's colour calibration of this sensor.
+    public var colour: ColourTuning
 
     public var fullResolution: SensorMode { modes[0] }
     public var analogueGainRange: ClosedRange<Double> { gainModel.range }
