@@ -8,18 +8,32 @@ set -euo pipefail
 # Build: libcamera and libdrm; libtiff, libjpeg-turbo and libexif for DNG and JPEG output.
 # Tests read the output back with tools nobody here wrote: exiftool, LibRaw, djpeg (and tjbench
 # for the output benchmark).
+# Colour is checked by LibRaw through rawpy (PyPI), installed below with numpy.
 packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev
-	libimage-exiftool-perl libraw-bin libjpeg-turbo-progs)
+	libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod)
 fi
 
+# rawpy and numpy from PyPI, for the colour tests; Debian 12's python refuses a system-wide
+# pip install unless told (PEP 668), a pyenv or venv python takes it as is.
+python_packages() {
+	command -v python3 > /dev/null || return 0
+	python3 -c 'import rawpy, numpy' 2> /dev/null && return 0
+	echo "setup-host: installing rawpy and numpy from PyPI" >&2
+	python3 -m pip install --quiet rawpy numpy 2> /dev/null ||
+		python3 -m pip install --quiet --break-system-packages rawpy numpy >&2
+}
+
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+	python_packages
+	exit 0
+fi
 
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -27,3 +41,4 @@ echo "setup-host: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >&2
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+python_packages

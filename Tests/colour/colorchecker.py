@@ -9,6 +9,7 @@ Independent of Shutterbug's own code: the reference table, the chart geometry, t
 maths and CIEDE2000 are written out here (the geometry as the simulator documents it).
 """
 import json
+import signal
 import subprocess
 import sys
 
@@ -122,6 +123,7 @@ def decode_jpeg(path):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     self_check()
     path = sys.argv[1]
     linear = develop_dng(path) if path.lower().endswith(".dng") else decode_jpeg(path)

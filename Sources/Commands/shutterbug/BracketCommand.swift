@@ -32,6 +32,9 @@ struct Bracket: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lock focus at this lens position (dioptres) first.", valueName: "dpt"))
     var lens: Double?
 
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lock white balance at these red and blue gains first (AWB off), e.g. 2.1,1.6; each 0.1...32.", valueName: "red,blue"))
+    var colourGains: String?
+
     @Option(name: .long, help: ArgumentHelp("Stream role: still (full resolution), video or viewfinder.", valueName: "role"))
     var role: String = "still"
 
@@ -71,11 +74,20 @@ struct Bracket: AsyncParsableCommand {
             try NumericInput.check(gain, "--gain", in: 0...1000, lowerOpen: true)
         }
         if let lens { try NumericInput.check(lens, "--lens", in: 0...100, unit: "dioptres") }
+        _ = try lockedGains()
         _ = try bracketSettings()
         _ = try formats()
         guard JPEGEncoder.qualityRange.contains(quality) else { throw ValidationError("--quality must be in 1...100, not \(quality)") }
         guard (0...1_048_576).contains(reserve) else { throw ValidationError("--reserve must be in 0...1048576 MiB, not \(reserve)") }
         do { _ = try FileNameTemplate(validating: name) } catch let e as ShutterbugError { throw ValidationError("--name: \(e.message)") }
+    }
+
+    /// The white balance to lock, from --colour-gains.
+    func lockedGains() throws -> ColourGains? {
+        guard let colourGains else { return nil }
+        let v = try NumericInput.numbers(colourGains, "--colour-gains", in: 0.1...32, unit: "", example: "2.1,1.6")
+        guard v.count == 2 else { throw ValidationError("--colour-gains takes two gains, red and blue (e.g. 2.1,1.6), not \(v.count)") }
+        return ColourGains(red: v[0], blue: v[1])
     }
 
     func formats() throws -> Set<PhotoFormat> {
@@ -165,8 +177,15 @@ struct Bracket: AsyncParsableCommand {
             for a in r.adjustments { notice("adjusted: \(a)") }
             focusSync = r.focus
         }
+        var whiteBalanceSync: SyncPoint?
+        if let gains = try lockedGains() {
+            let r = try await session.configure { $0.lockedWhiteBalance = gains }
+            for a in r.adjustments { notice("adjusted: \(a)") }
+            whiteBalanceSync = r.whiteBalance
+        }
         if !json {
             print("bracket on \(cam.info.id): \(config.streams[0]), \(settings.count) steps")
+            if let w = whiteBalanceSync, let g = try lockedGains() { print("white balance locked at \(g): first frame carrying it \(w.sequence) (\(w.framesAfterRequest) frames after its request)") }
             if let mode { print("sensor mode \(mode); buffers \(config.bufferDescription)") }
             if let f = focusSync { print("focus locked at \(String(format2: lens!)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
         }
