@@ -200,7 +200,12 @@ struct FileTests {
         let w = try await writeBracket(.imx477, raw: (1332, 990), bracket: .exposureBias([-1, 0, 1]), formats: [.jpeg], into: root)
         #expect(w.failures.isEmpty)
         let json = try sidecarJSON(w)
-        #expect(json["schema"] as? String == "shutterbug.capture/1")
+        #expect(json["schema"] as? String == "shutterbug.capture/2")
+        #expect(json["jpegQuality"] as? Int == 90)  // writeBracket's quality
+        // Integers past 2^53 are strings of digits, which a JSON reader cannot round.
+        let clock = try #require(json["clock"] as? [String: Any])
+        let offset = try #require((clock["realtimeMinusMonotonicNs"] as? String).flatMap { Int64($0) })
+        #expect(offset.magnitude > JSONObject.exactIntegerLimit, "the offset this test guards (\(offset)) fits a double after all")
         let bracket = try #require(json["bracket"] as? [String: Any])
         #expect(bracket["kind"] as? String == "exposureBias")
         #expect(bracket["biasesEV"] as? [Double] == [-1, 0, 1])
@@ -218,9 +223,17 @@ struct FileTests {
             #expect(ccm.count == 9 && zip(ccm, p.metadata.colourCorrectionMatrix ?? []).allSatisfy { abs($0 - $1) < 1e-12 })
             #expect((f["sensorBlackLevels"] as? [Double])?.map(Int.init) == p.metadata.sensorBlackLevels)
             #expect(f["sensorTemperatureC"] as? Double == p.metadata.sensorTemperature)
-            #expect(f["wallClockNs"] as? Int64 == p.metadata.wallClock?.nanoseconds || (f["wallClockNs"] as? Int).map(Int64.init) == p.metadata.wallClock?.nanoseconds)
+            #expect((f["wallClockNs"] as? String).flatMap { Int64($0) } == p.metadata.wallClock?.nanoseconds)
             #expect(p.metadata.wallClock != nil)
-            #expect((s["files"] as? [String])?.count == 1)
+            // Files relative to the sidecar, with their size and quality.
+            let files = try #require(s["files"] as? [[String: Any]])
+            #expect(files.count == 1)
+            let sidecarDir = (try #require(w.files.first { $0.format == "json" }).path as NSString).deletingLastPathComponent
+            for file in files {
+                let path = try #require(file["path"] as? String)
+                #expect(!path.hasPrefix("/") && FileManager.default.fileExists(atPath: sidecarDir + "/" + path), "\(path) is not relative to the sidecar")
+                #expect(file["width"] as? Int == 640 && file["height"] as? Int == 480 && file["quality"] as? Int == 90, "\(file)")
+            }
         }
         let resolved = try #require(json["resolved"] as? [String: Any])
         // Random landing, as on a Pi: the IPA may turn late once inside the bracket, which

@@ -273,12 +273,7 @@ int sbi_exif_build(const sbi_photo_facts *f, uint32_t width, uint32_t height,
 	bad |= put_undefined(d, EXIF_IFD_EXIF, EXIF_TAG_EXIF_VERSION, "0232", 4);
 	if (f->exposure_s > 0) {
 		uint32_t n, dd;
-		if (f->exposure_s < 1) {
-			rational(f->exposure_s, &n, &dd);
-		} else {
-			n = (uint32_t)lround(f->exposure_s * 1000);
-			dd = 1000;
-		}
+		rational(f->exposure_s, &n, &dd);
 		bad |= put_rational(d, EXIF_IFD_EXIF, EXIF_TAG_EXPOSURE_TIME, n, dd);
 	}
 	if (f->iso > 0)
@@ -291,13 +286,18 @@ int sbi_exif_build(const sbi_photo_facts *f, uint32_t width, uint32_t height,
 		bad |= put_srational(d, EXIF_IFD_EXIF, EXIF_TAG_EXPOSURE_BIAS_VALUE,
 				     (int32_t)lround(f->exposure_bias_ev * 100), 100);
 	if (f->subject_distance_m >= 4294967295.0) {
-		bad |= put_rational(d, EXIF_IFD_EXIF, EXIF_TAG_SUBJECT_DISTANCE, 0xffffffffu, 1);
+		/* Infinity: numerator 0xFFFFFFFF (EXIF 2.32), over 0 as libtiff writes it in the DNG,
+		 * so both formats carry the same bytes and exiftool shows "inf" for both. */
+		bad |= put_rational(d, EXIF_IFD_EXIF, EXIF_TAG_SUBJECT_DISTANCE, 0xffffffffu, 0);
 	} else if (f->subject_distance_m >= 0) {
 		bad |= put_rational(d, EXIF_IFD_EXIF, EXIF_TAG_SUBJECT_DISTANCE,
 				    (uint32_t)lround(f->subject_distance_m * 1000), 1000);
 	}
 	bad |= put_short(d, EXIF_IFD_EXIF, EXIF_TAG_EXPOSURE_MODE, (uint16_t)f->exposure_mode);
 	bad |= put_short(d, EXIF_IFD_EXIF, EXIF_TAG_COLOR_SPACE, 1);
+	/* Required by EXIF for a compressed image: Y, Cb, Cr, -; and FlashPix 1.0. */
+	bad |= put_undefined(d, EXIF_IFD_EXIF, EXIF_TAG_COMPONENTS_CONFIGURATION, "\1\2\3\0", 4);
+	bad |= put_undefined(d, EXIF_IFD_EXIF, EXIF_TAG_FLASH_PIX_VERSION, "0100", 4);
 	bad |= put_long(d, EXIF_IFD_EXIF, EXIF_TAG_PIXEL_X_DIMENSION, width);
 	bad |= put_long(d, EXIF_IFD_EXIF, EXIF_TAG_PIXEL_Y_DIMENSION, height);
 	bad |= put_string(d, EXIF_IFD_EXIF, EXIF_TAG_IMAGE_UNIQUE_ID, f->unique_id);

@@ -199,7 +199,8 @@ extension CaptureSession {
                     capture.continuation.yield(.exposureStarted(start))
                 }
             case .discard(let sequence, let reason):
-                capture.resolved.discarded.append(DiscardedFrame(sequence: sequence, reason: reason.description))
+                capture.resolved.discarded.append(DiscardedFrame(sequence: sequence, reason: reason.description,
+                                                                 metadata: sequence == c.metadata.sequence ? c.metadata : nil))
             case .retry:
                 capture.resolved.retries += 1
             case .finished:

@@ -16,6 +16,8 @@ public struct ResolvedStep: Sendable, Hashable {
 public struct DiscardedFrame: Sendable, Hashable {
     public var sequence: UInt32
     public var reason: String
+    /// Everything the frame reported, when the frame itself was seen (not a gap).
+    public var metadata: FrameMetadata?
 }
 
 /// The capture's settings as resolved: per-step plans and, at the end, the frames' own values.

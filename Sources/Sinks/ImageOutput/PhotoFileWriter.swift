@@ -11,6 +11,9 @@ public struct WrittenFile: Sendable, Hashable {
     public var format: String
     public var path: String
     public var bytes: Int64
+    /// The image's size in pixels (nil for the sidecar).
+    public var width: Int? = nil
+    public var height: Int? = nil
 }
 
 /// What the writer did with one capture.
@@ -157,12 +160,12 @@ public final class PhotoFileWriter: Sendable {
                 record.jobStarted()
                 pool.submit(bytes: memory) { [self] worker in
                     if let raw {
-                        self.writeFile(base + ".dng", step: stepNumber, format: "dng", record: record, out: out) { fd in
+                        self.writeFile(base + ".dng", step: stepNumber, format: "dng", size: (raw.width, raw.height), record: record, out: out) { fd in
                             try DNGEncoder.write(raw, facts: facts, colourGains: metadata.colourGains, to: fd)
                         }
                     }
                     if let yuv {
-                        self.writeFile(base + ".jpg", step: stepNumber, format: "jpeg", record: record, out: out) { fd in
+                        self.writeFile(base + ".jpg", step: stepNumber, format: "jpeg", size: (yuv.width, yuv.height), record: record, out: out) { fd in
                             try JPEGEncoder.encode(yuv, quality: self.jpegQuality, facts: facts, scratch: self.scratch.jpeg(worker)) {
                                 try OutputDirectory.writeAll(fd, $0)
                             }
@@ -177,8 +180,10 @@ public final class PhotoFileWriter: Sendable {
         }
         await record.allJobsFinished()
         if let resolved, let name {
-            let sidecar = Sidecar(settings: settings, resolved: resolved, camera: camera, record: record)
-            writeFile(name(nil) + ".json", step: nil, format: "json", record: record, out: out) { fd in
+            let relative = name(nil) + ".json"
+            let sidecar = Sidecar(settings: settings, resolved: resolved, camera: camera, record: record, jpegQuality: jpegQuality,
+                                  directory: directory.path, sidecarPath: relative)
+            writeFile(relative, step: nil, format: "json", record: record, out: out) { fd in
                 try OutputDirectory.writeAll(fd, sidecar.json())
             }
         }
@@ -186,10 +191,11 @@ public final class PhotoFileWriter: Sendable {
         out.finish()
     }
 
-    private func writeFile(_ relative: String, step: Int?, format: String, record: CaptureRecord, out: AsyncThrowingStream<OutputEvent, any Error>.Continuation, _ body: (Int32) throws -> Void) {
+    private func writeFile(_ relative: String, step: Int?, format: String, size: (Int, Int)? = nil, record: CaptureRecord,
+                           out: AsyncThrowingStream<OutputEvent, any Error>.Continuation, _ body: (Int32) throws -> Void) {
         do {
             let (path, bytes) = try directory.write(relative, body)
-            let file = WrittenFile(step: step, format: format, path: path, bytes: bytes)
+            let file = WrittenFile(step: step, format: format, path: path, bytes: bytes, width: size?.0, height: size?.1)
             record.written(file)
             out.yield(.fileWritten(file))
         } catch {

@@ -9,11 +9,51 @@ struct Sidecar {
     var resolved: ResolvedPhotoSettings
     var camera: CameraDescription
     var record: CaptureRecord
+    var jpegQuality: Int
+    /// The output directory, and the sidecar's path inside it: file paths in the sidecar are
+    /// relative to the sidecar's own folder, so the folder can be moved or copied whole.
+    var directory: String
+    var sidecarPath: String
+
+    /// `path` (under `directory`) relative to the sidecar's folder.
+    func relative(_ path: String) -> String {
+        let inside = path.hasPrefix(directory + "/") ? String(path.dropFirst(directory.count + 1)) : path
+        var from = sidecarPath.split(separator: "/").dropLast().map(String.init)
+        var to = inside.split(separator: "/").map(String.init)
+        while let f = from.first, let t = to.first, to.count > 1, f == t {
+            from.removeFirst()
+            to.removeFirst()
+        }
+        return (Array(repeating: "..", count: from.count) + to).joined(separator: "/")
+    }
+
+    /// Every value a frame reported, with the facts the files derive from it.
+    static func frame(_ m: FrameMetadata, facts: PhotoFacts?) -> JSONObject {
+        var f = JSONObject()
+        f.add("sequence", Int(m.sequence))
+        f.add("sensorTimestampNs", m.sensorTimestamp?.nanoseconds)
+        f.add("exposureStartNs", m.exposureStart?.nanoseconds)
+        if let facts { f.add("exposureStartLocal", facts.exposureStart?.iso8601) }
+        f.add("exposureTimeUs", m.exposureTime?.microsecondsValue)
+        f.add("analogueGain", m.analogueGain?.value)
+        f.add("digitalGain", m.digitalGain?.value)
+        f.add("iso", facts?.iso ?? m.totalGain.map { $0.iso })
+        f.add("frameDurationUs", m.frameDuration?.microsecondsValue)
+        f.add("lensPosition", m.lensPosition?.value)
+        if let facts { f.add("subjectDistanceM", facts.subjectDistance.flatMap { $0.isFinite ? $0 : nil }) }
+        f.add("colourGainRed", m.colourGains?.red)
+        f.add("colourGainBlue", m.colourGains?.blue)
+        f.add("colourTemperatureK", m.colourTemperature)
+        f.add("lux", m.lux)
+        f.add("controlListSequence", m.controlListSequence)
+        f.addReportedExtras(m)
+        return f
+    }
 
     func json() -> [UInt8] {
         let state = record.state.withLock { $0 }
         var o = JSONObject()
-        o.add("schema", "shutterbug.capture/1")
+        o.add("schema", "shutterbug.capture/2")
         o.add("uniqueID", settings.uniqueID)
         var cam = JSONObject()
         cam.add("make", camera.make)
@@ -23,6 +63,7 @@ struct Sidecar {
         cam.add("bitDepth", camera.bitDepth)
         o.add("camera", object: cam)
         o.add("formats", settings.formats.map(\.rawValue).sorted())
+        if settings.formats.contains(.jpeg) { o.add("jpegQuality", jpegQuality) }
 
         var bracket = JSONObject()
         switch settings.bracket {
@@ -49,6 +90,7 @@ struct Sidecar {
             var d = JSONObject()
             d.add("sequence", Int($0.sequence))
             d.add("reason", $0.reason)
+            if let m = $0.metadata { d.add("frame", object: Self.frame(m, facts: nil)) }
             return d
         })
         r.add("meteredExposureUs", resolved.meteredExposure?.microsecondsValue)
@@ -61,7 +103,8 @@ struct Sidecar {
 
         var clock = JSONObject()
         clock.add("source", "SensorTimestamp (CLOCK_MONOTONIC) + (CLOCK_REALTIME - CLOCK_MONOTONIC) sampled at capture")
-        clock.add("realtimeMinusMonotonicNs", record.clock.offsetNanoseconds)
+        // About 1.8e18: a string of digits, since JSON readers would round it as a number.
+        clock.add("realtimeMinusMonotonicNs", digits: record.clock.offsetNanoseconds)
         o.add("clock", object: clock)
 
         let steps = state.steps.sorted { $0.step.index < $1.step.index }
@@ -75,26 +118,18 @@ struct Sidecar {
             plan.add("gain", s.step.planned.gain)
             plan.add("lensPosition", s.step.planned.lens)
             j.add("planned", object: plan)
-            var f = JSONObject()
-            f.add("sequence", Int(m.sequence))
-            f.add("sensorTimestampNs", m.sensorTimestamp?.nanoseconds)
-            f.add("exposureStartNs", m.exposureStart?.nanoseconds)
-            f.add("exposureStartLocal", s.facts.exposureStart?.iso8601)
-            f.add("exposureTimeUs", m.exposureTime?.microsecondsValue)
-            f.add("analogueGain", m.analogueGain?.value)
-            f.add("digitalGain", m.digitalGain?.value)
-            f.add("iso", s.facts.iso)
-            f.add("frameDurationUs", m.frameDuration?.microsecondsValue)
-            f.add("lensPosition", m.lensPosition?.value)
-            f.add("subjectDistanceM", s.facts.subjectDistance.flatMap { $0.isFinite ? $0 : nil })
-            f.add("colourGainRed", m.colourGains?.red)
-            f.add("colourGainBlue", m.colourGains?.blue)
-            f.add("colourTemperatureK", m.colourTemperature)
-            f.add("lux", m.lux)
-            f.add("controlListSequence", m.controlListSequence)
-            f.addReportedExtras(m)
+            let f = Self.frame(m, facts: s.facts)
             j.add("frame", object: f)
-            j.add("files", state.files.filter { $0.step == s.step.index + 1 }.map(\.path).sorted())
+            j.add("files", objects: state.files.filter { $0.step == s.step.index + 1 }.sorted { $0.path < $1.path }.map { file in
+                var o = JSONObject()
+                o.add("path", relative(file.path))
+                o.add("format", file.format)
+                o.add("bytes", file.bytes)
+                o.add("width", file.width)
+                o.add("height", file.height)
+                if file.format == "jpeg" { o.add("quality", jpegQuality) }
+                return o
+            })
             return j
         })
         o.add("failures", state.failures.map { "step \($0.step.map(String.init) ?? "-") \($0.format): \($0.error)" })

@@ -8,11 +8,20 @@ public struct JSONObject: Sendable {
         parts.append("\(quote(key)):\(value.map(quote) ?? "null")")
     }
     public mutating func add(_ key: String, _ value: Int?) {
-        parts.append("\(quote(key)):\(value.map(String.init) ?? "null")")
+        add(key, value.map(Int64.init))
     }
+    /// An integer; one beyond ±2^53, which JSON readers hold as a double and round, is written
+    /// as a string of its digits instead.
     public mutating func add(_ key: String, _ value: Int64?) {
-        parts.append("\(quote(key)):\(value.map(String.init) ?? "null")")
+        parts.append("\(quote(key)):\(value.map { $0.magnitude > Self.exactIntegerLimit ? quote(String($0)) : String($0) } ?? "null")")
     }
+    /// An integer that may exceed 2^53 (wall-clock nanoseconds), always as a string of digits
+    /// so its type does not depend on its value.
+    public mutating func add(_ key: String, digits value: Int64?) {
+        parts.append("\(quote(key)):\(value.map { quote(String($0)) } ?? "null")")
+    }
+    /// The largest integer every JSON reader holds exactly (IEEE double).
+    public static let exactIntegerLimit: UInt64 = 1 << 53
     public mutating func add(_ key: String, _ value: Double?) {
         parts.append("\(quote(key)):\(value.map(number) ?? "null")")
     }
@@ -72,7 +81,7 @@ extension JSONObject {
         if let v = m.focusFoM { add("focusFoM", v) }
         if let v = m.afState { add("afState", v.description) }
         if let v = m.wallClock {
-            add("wallClockNs", v.nanoseconds)
+            add("wallClockNs", digits: v.nanoseconds)
             add("wallClockUTC", v.description)
         }
     }

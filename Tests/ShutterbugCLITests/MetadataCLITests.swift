@@ -1,0 +1,83 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// What the files say about themselves, read back by exiftool: every format validates, the
+/// same facts are written the same way in both, and the sidecar is usable by a program.
+@Suite("Metadata: exiftool -validate, same facts in DNG and JPEG, a sidecar a program can use", .serialized, .timeLimit(.minutes(4)))
+struct MetadataCLITests {
+    static var exe: String { OutputCLITests.exe }
+    /// The one warning exiftool gives every libtiff DNG: libtiff writes SubIFDs with the TIFF
+    /// "IFD" type (13) where exiftool expects LONG. Both are legal TIFF; exiftool notes it.
+    static let subIFDNote = "Non-standard format (ifd) for IFD0 0x014a"
+
+    static func bracket(_ args: [String]) async throws -> (dir: String, files: [String]) {
+        let dir = NSTemporaryDirectory() + "sb-meta-\(UUID().uuidString)"
+        let r = try await runChild(exe, ["bracket", "--virtual-time", "--role", "video", "--output", dir, "--name", "{capture}_{step}"] + args)
+        #expect(r.status == 0, "bracket failed: \(r.err)")
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted().map { dir + "/" + $0 }
+        return (dir, files)
+    }
+
+    @Test("exiftool -validate -warning -a: nothing for the JPEG, only the SubIFD note for the DNG (Pi 4 and Pi 5 raw)", arguments: ["pi4", "pi5"])
+    func validates(platform: String) async throws {
+        let b = try await Self.bracket(["--camera", "sim:imx708", "--platform", platform, "--exposures", "2.000014s", "--lens", "0"])
+        defer { try? FileManager.default.removeItem(atPath: b.dir) }
+        let images = b.files.filter { $0.hasSuffix(".dng") || $0.hasSuffix(".jpg") }
+        #expect(images.count == 2)
+        var facts: [String: [String: Any]] = [:]
+        for file in images {
+            let v = try await runChild("/usr/bin/env", ["exiftool", "-validate", "-warning", "-a", "-s", "-s", "-s", file])
+            // The first line is the verdict ("OK", "2 Warnings"), each further line a warning.
+            let lines = v.out.split(separator: "\n").map(String.init)
+            #expect(lines.first == "OK" || lines.first?.contains("Warning") == true, "\(file): \(v.out) \(v.err)")
+            let warnings = Array(lines.dropFirst())
+            let allowed = file.hasSuffix(".dng") ? warnings.filter { !$0.contains(Self.subIFDNote) } : warnings
+            #expect(allowed.isEmpty, "\(file): \(v.out)")
+            let j = try await runChild("/usr/bin/env", ["exiftool", "-j", "-n", "-ExposureTime", "-SubjectDistance", file])
+            let parsed = try #require(try JSONSerialization.jsonObject(with: Data(j.out.utf8)) as? [[String: Any]])
+            facts[(file as NSString).pathExtension] = parsed.first
+        }
+        // The exposure keeps its precision (the sensor quantises 2.000014 s to whole lines).
+        let sidecar = try #require(b.files.first { $0.hasSuffix(".json") })
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: sidecar))) as? [String: Any])
+        let frame = try #require(((json["steps"] as? [[String: Any]])?.first?["frame"]) as? [String: Any])
+        let actual = try #require(frame["exposureTimeUs"] as? Double) / 1e6
+        for (format, f) in facts {
+            let t = try #require(f["ExposureTime"] as? Double, "\(format) has no ExposureTime")
+            #expect(abs(t - actual) < 1e-6, "\(format) ExposureTime \(t), frame \(actual)")
+        }
+        // Infinity (lens at 0 dioptres) the same way in both.
+        #expect(facts["dng"]?["SubjectDistance"] as? String == facts["jpg"]?["SubjectDistance"] as? String)
+        #expect(facts["jpg"]?["SubjectDistance"] as? String == "inf", "\(facts)")
+    }
+
+    @Test("the sidecar: files relative to it, discarded frames with every value they reported, no integer past 2^53 as a number")
+    func sidecar() async throws {
+        // Dropped frames make the scheduler discard some: their metadata must be there too.
+        let b = try await Self.bracket(["--camera", "sim:imx477", "--ev", "-1,0,1", "--drop-probability", "0.3", "--seed", "3"])
+        defer { try? FileManager.default.removeItem(atPath: b.dir) }
+        let sidecar = try #require(b.files.first { $0.hasSuffix(".json") })
+        let text = try String(contentsOfFile: sidecar, encoding: .utf8)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        let discarded = try #require((json["resolved"] as? [String: Any])?["discarded"] as? [[String: Any]])
+        #expect(!discarded.isEmpty, "seed 3 with drops discards a frame; nothing to check")
+        for d in discarded {
+            let f = try #require(d["frame"] as? [String: Any], "discarded frame without its metadata: \(d)")
+            #expect(f["sequence"] as? Int == d["sequence"] as? Int)
+            #expect(f["exposureTimeUs"] is Double && f["colourCorrectionMatrix"] is [Double] && f["sensorTimestampNs"] is Int)
+        }
+        for step in try #require(json["steps"] as? [[String: Any]]) {
+            for file in try #require(step["files"] as? [[String: Any]]) {
+                let path = try #require(file["path"] as? String)
+                #expect(!path.hasPrefix("/") && FileManager.default.fileExists(atPath: (sidecar as NSString).deletingLastPathComponent + "/" + path))
+                #expect(file["width"] is Int && file["height"] is Int && file["bytes"] is Int)
+            }
+        }
+        // Every bare integer in the text fits a double exactly.
+        let regex = try NSRegularExpression(pattern: #"(?<![\w."])-?\d{16,}(?![\w."])"#)
+        let big = regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap { Range($0.range, in: text).map { String(text[$0]) } }
+            .filter { (Int64($0)?.magnitude ?? .max) > 1 << 53 }
+        #expect(big.isEmpty, "integers past 2^53 as JSON numbers: \(big)")
+    }
+}
