@@ -81,3 +81,54 @@ struct MetadataCLITests {
         #expect(big.isEmpty, "integers past 2^53 as JSON numbers: \(big)")
     }
 }
+
+/// `bracket --contact-sheet`: one JPEG with every step, read back by djpeg.
+@Suite("Contact sheet", .timeLimit(.minutes(3)))
+struct ContactSheetCLITests {
+    /// Decodes a JPEG with djpeg to (width, height, RGB bytes).
+    static func decode(_ path: String) async throws -> (Int, Int, [UInt8]) {
+        let r = try await runChild("/usr/bin/env", ["sh", "-c", "djpeg -pnm \"$1\" | od -An -v -tu1 -w1000000", "sh", path])
+        let bytes = r.out.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { UInt8($0) }
+        // "P6\nW H\n255\n" then pixels.
+        let text = String(decoding: bytes.prefix(32), as: UTF8.self).split(separator: "\n")
+        let size = text[1].split(separator: " ").compactMap { Int($0) }
+        let header = text[0].utf8.count + text[1].utf8.count + text[2].utf8.count + 3
+        return (size[0], size[1], Array(bytes[header...]))
+    }
+
+    @Test("three steps side by side, brighter left to right as the EV rises, labels drawn under each")
+    func sheet() async throws {
+        let (dir, files) = try await MetadataCLITests.bracket(["--camera", "sim:imx477", "--ev", "-2,0,2", "--format", "jpeg", "--contact-sheet"])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let sheet = try #require(files.first { $0.hasSuffix("_sheet.jpg") }, "no contact sheet in \(files)")
+        let (w, h, rgb) = try await Self.decode(sheet)
+        // Three 480-pixel tiles with 16-pixel gaps.
+        #expect(w == 16 + 3 * (480 + 16), "sheet \(w)x\(h)")
+        try #require(rgb.count == w * h * 3)
+        func mean(_ x0: Int, _ y0: Int, _ x1: Int, _ y1: Int) -> Double {
+            var s = 0.0
+            for y in y0..<y1 { for x in x0..<x1 { s += Double(rgb[(y * w + x) * 3 + 1]) } }
+            return s / Double((x1 - x0) * (y1 - y0))
+        }
+        let tiles = (0..<3).map { i in mean(16 + i * 496 + 40, 40, 16 + i * 496 + 440, 200) }
+        #expect(tiles[0] < tiles[1] && tiles[1] < tiles[2], "tile brightness \(tiles)")
+        // The label band under each picture (the tile's height follows the stream's aspect):
+        // some pixels are text-bright on the dark ground.
+        let sidecar = try #require(files.first { $0.hasSuffix(".json") })
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: sidecar))) as? [String: Any])
+        #expect((json["contactSheet"] as? String).map { sheet.hasSuffix($0) } == true, "sidecar names the sheet: \(json["contactSheet"] ?? "nothing")")
+        let frame = try #require(((json["steps"] as? [[String: Any]])?.first?["files"] as? [[String: Any]])?.first)
+        let th = (frame["height"] as? Int ?? 1080) * 480 / (frame["width"] as? Int ?? 1920)
+        var bright = 0
+        for y in (16 + th + 8)..<(16 + th + 8 + 3 * 20) {
+            for x in 16..<(16 + 480) where rgb[(y * w + x) * 3 + 1] > 200 { bright += 1 }
+        }
+        #expect(bright > 300, "no label text under the first tile (\(bright) bright pixels)")
+    }
+
+    @Test("--contact-sheet without --output is refused with the reason")
+    func needsOutput() async throws {
+        let r = try await runChild(MetadataCLITests.exe, ["bracket", "--camera", "sim:imx477", "--ev", "0", "--contact-sheet"])
+        #expect(r.status == 64 && r.err.contains("--output"), "\(r.status) \(r.err)")
+    }
+}

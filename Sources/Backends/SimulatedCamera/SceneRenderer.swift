@@ -46,16 +46,21 @@ struct SceneRenderer: Sendable {
         /// Raw RGB per unit of scene signal: patches 0..<24, then the chart body (chart), or
         /// the grey (grating, one entry).
         var raw: [RGB]
-        /// The same after the ISP's gains and matrix (linear sRGB).
-        var processed: [RGB]
+        /// The same after the ISP's white-balance gains.
+        var balanced: [RGB]
+        /// Where each balanced channel saturates: the sensor clips at full scale before the
+        /// gains, and the ISP clips at full scale after them (so a clipped highlight is white,
+        /// not magenta).
+        var ceiling: RGB
+        /// The ISP's colour correction matrix.
+        var correction: Matrix3
         /// The grating's grey comes out neutral: Y only, chroma 128.
         var neutral: Bool
         var columns: [Int8] = []
         var rows: [Int8] = []
 
         init(_ recipe: SimulatedPipeline.FrameRecipe, width: Int, height: Int) {
-            let wb = Matrix3.diagonal(recipe.colourGains.red, 1, recipe.colourGains.blue)
-            let isp = recipe.correction * wb
+            let g = RGB(recipe.colourGains.red, 1, recipe.colourGains.blue)
             let sensor = recipe.sceneCorrection.inverse
             switch recipe.scene {
             case .grating:
@@ -66,9 +71,20 @@ struct SceneRenderer: Sendable {
                 columns = ColourChart.cellIndex(length: width, cells: ColourChart.columns)
                 rows = ColourChart.cellIndex(length: height, cells: ColourChart.rows)
             }
-            processed = raw.map { isp.apply($0) }
-            let p = processed[0]
+            balanced = raw.map { $0 * g }
+            ceiling = RGB(min(g.r, 1), 1, min(g.b, 1))
+            correction = recipe.correction
+            let p = correction.apply(balanced[0])
             neutral = recipe.scene == .grating && abs(p.r - 1) < 1e-3 && abs(p.g - 1) < 1e-3 && abs(p.b - 1) < 1e-3
+        }
+
+        /// Linear sRGB out of the ISP for entry `i` at scene level `level`, with sensor noise
+        /// `noise` (in raw units) added before the sensor clips.
+        @inline(__always)
+        func processed(_ i: Int, level: Double, noise: Double) -> RGB {
+            let b = balanced[i]
+            let c = RGB(min(max(b.r * level + noise, 0), ceiling.r), min(max(b.g * level + noise, 0), ceiling.g), min(max(b.b * level + noise, 0), ceiling.b))
+            return correction.apply(c)
         }
 
         /// The entry for pixel (x, y).
@@ -128,11 +144,11 @@ struct SceneRenderer: Sendable {
                             for dx in 0..<min(2, w - col2) {
                                 let col = col2 + dx
                                 let level = value(x: col, y: row, signal: recipe.signal, modulation: modulation)
-                                let c = palette.processed[palette.index(x: col, y: row)] * level
-                                let e = noiseFor(c.g)
-                                let r = Double(t[Int(min(max(c.r + e, 0), 1) * steps + 0.5)])
-                                let g = Double(t[Int(min(max(c.g + e, 0), 1) * steps + 0.5)])
-                                let b = Double(t[Int(min(max(c.b + e, 0), 1) * steps + 0.5)])
+                                let i = palette.index(x: col, y: row)
+                                let c = palette.processed(i, level: level, noise: noiseFor(palette.balanced[i].g * level))
+                                let r = Double(t[Int(min(max(c.r, 0), 1) * steps + 0.5)])
+                                let g = Double(t[Int(min(max(c.g, 0), 1) * steps + 0.5)])
+                                let b = Double(t[Int(min(max(c.b, 0), 1) * steps + 0.5)])
                                 line[col] = UInt8(min(max(0.299 * r + 0.587 * g + 0.114 * b + 0.5, 0), 255))
                                 sr += r
                                 sg += g
@@ -158,11 +174,11 @@ struct SceneRenderer: Sendable {
                     let line = base.assumingMemoryBound(to: UInt8.self) + row * layout.planes[0].stride
                     for col in 0..<w {
                         let level = value(x: col, y: row, signal: recipe.signal, modulation: modulation)
-                        let c = palette.processed[palette.index(x: col, y: row)] * level
-                        let e = noiseFor(c.g)
-                        let r = t[Int(min(max(c.r + e, 0), 1) * steps + 0.5)]
-                        let g = t[Int(min(max(c.g + e, 0), 1) * steps + 0.5)]
-                        let b = t[Int(min(max(c.b + e, 0), 1) * steps + 0.5)]
+                        let i = palette.index(x: col, y: row)
+                        let c = palette.processed(i, level: level, noise: noiseFor(palette.balanced[i].g * level))
+                        let r = t[Int(min(max(c.r, 0), 1) * steps + 0.5)]
+                        let g = t[Int(min(max(c.g, 0), 1) * steps + 0.5)]
+                        let b = t[Int(min(max(c.b, 0), 1) * steps + 0.5)]
                         let px = line + col * bpp
                         px[0] = redFirst ? r : b
                         px[1] = g

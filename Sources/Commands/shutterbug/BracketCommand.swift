@@ -50,6 +50,9 @@ struct Bracket: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("With DNG: the raw stream's size, which picks the sensor mode on a Pi (e.g. 4056x3040 for the HQ camera's full-resolution mode); default the mode the processed stream runs in alone.", valueName: "WxH"))
     var rawSize: String?
 
+    @Flag(name: .long, help: "With --output: also write a contact sheet, ..._sheet.jpg: the steps side by side, each labelled with its exposure, gain and frame, with a histogram under each.")
+    var contactSheet = false
+
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("JPEG quality, 1...100.", valueName: "q"))
     var quality: Int = 92
 
@@ -77,6 +80,7 @@ struct Bracket: AsyncParsableCommand {
         _ = try lockedGains()
         _ = try bracketSettings()
         _ = try formats()
+        if contactSheet, output == nil { throw ValidationError("--contact-sheet is written beside the photos: add --output DIR") }
         guard JPEGEncoder.qualityRange.contains(quality) else { throw ValidationError("--quality must be in 1...100, not \(quality)") }
         guard (0...1_048_576).contains(reserve) else { throw ValidationError("--reserve must be in 0...1048576 MiB, not \(reserve)") }
         do { _ = try FileNameTemplate(validating: name) } catch let e as ShutterbugError { throw ValidationError("--name: \(e.message)") }
@@ -168,7 +172,7 @@ struct Bracket: AsyncParsableCommand {
             let description = cam.sensorProfile.map { CameraDescription(profile: $0) }
                 ?? CameraDescription(model: cam.info.model, blackLevel: 0, bitDepth: config.streams.compactMap { $0.pixelFormat.bayer?.bits }.first ?? 16)
             writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: description,
-                                         template: try FileNameTemplate(validating: name), jpegQuality: quality)
+                                         template: try FileNameTemplate(validating: name), jpegQuality: quality, contactSheet: contactSheet)
             try writer!.check(formats)
         }
         var focusSync: SyncPoint?
@@ -290,7 +294,10 @@ struct Bracket: AsyncParsableCommand {
             o.add("exposureStartedNs", started?.nanoseconds)
             o.add("exposureEndedNs", ended?.nanoseconds)
             o.add("focusSyncFrame", focus.map { Int($0.sequence) })
-            if output != nil { o.add("sidecar", files.first { $0.step == nil }?.path) }
+            if output != nil {
+                o.add("sidecar", files.first { $0.format == "json" }?.path)
+                if contactSheet { o.add("contactSheet", files.first { $0.format == "contact-sheet" }?.path) }
+            }
             if let mode { o.add("sensorMode", object: mode.json) }
             o.add("bufferBytes", bufferBytes)
             print(o.text)

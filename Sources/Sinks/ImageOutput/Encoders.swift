@@ -178,12 +178,7 @@ public enum DNGEncoder {
         guard frame.planes[0].stride >= rowBytes, frame.bytes.count >= frame.planes[0].offset + frame.planes[0].stride * (h - 1) + rowBytes else {
             throw ShutterbugError(.invalidArgument, "the raw buffer (\(frame.bytes.count) bytes, stride \(frame.planes[0].stride)) is too small for \(w)x\(h) \(frame.format)")
         }
-        // Levels at the depth the stream delivers (a Pi 5's compressed raw decodes to 16-bit
-        // scale whatever the sensor's depth): the black level the frame or sensor gives,
-        // scaled from the sensor's depth to the stream's.
-        let shift = bayer.bits - facts.camera.bitDepth
-        let black = Float(facts.camera.blackLevel) * Float(shift >= 0 ? Double(1 << shift) : 1 / Double(1 << -shift))
-        let white = UInt32((1 << bayer.bits) - 1)
+        let (black, white) = levels(bayer, facts: facts)
         let gains = colourGains ?? ColourGains(red: 1, blue: 1)
         let matrix = ColourMath.xyzToCamera(correction: facts.camera.colourCorrection, red: gains.red, blue: gains.blue)
         let packing = bayer.packing.sbiPacking
@@ -219,6 +214,31 @@ public enum DNGEncoder {
     }
 }
 
+extension DNGEncoder {
+    /// Black and white level at the depth the stream delivers (a Pi 5's compressed raw decodes
+    /// to 16-bit scale whatever the sensor's depth): the black level the frame or sensor gives,
+    /// scaled from the sensor's depth to the stream's.
+    static func levels(_ bayer: BayerFormat, facts: PhotoFacts) -> (black: Float, white: UInt32) {
+        let shift = bayer.bits - facts.camera.bitDepth
+        let black = Float(facts.camera.blackLevel) * Float(shift >= 0 ? Double(1 << shift) : 1 / Double(1 << -shift))
+        return (black, UInt32((1 << bayer.bits) - 1))
+    }
+
+    /// The DNG's preview of `frame`: 1/16 size, box-filtered, in the ISP's colours.
+    public static func preview(_ frame: FrameCopy, facts: PhotoFacts, colourGains: ColourGains?) throws -> (rgb: [UInt8], width: Int, height: Int) {
+        guard let bayer = frame.format.bayer else {
+            throw ShutterbugError(.invalidArgument, "a raw preview needs a Bayer frame, not \(frame.format)")
+        }
+        let (black, white) = levels(bayer, facts: facts)
+        let gains = colourGains ?? ColourGains(red: 1, blue: 1)
+        return frame.bytes.withUnsafeBufferPointer { bytes in
+            ColourMath.preview(bytes.baseAddress! + frame.planes[0].offset, stride: frame.planes[0].stride, width: frame.width, height: frame.height,
+                               bits: bayer.bits, packing: bayer.packing.sbiPacking, cfa: bayer.cfa, black: Double(black), white: Double(white),
+                               red: gains.red, blue: gains.blue, correction: facts.camera.colourCorrection)
+        }
+    }
+}
+
 /// Unpacks raw rows (CSI-2 packed or in containers) to 16-bit samples, as the DNG writer does.
 public enum RawUnpacker {
     /// Unpacks one row of `width` samples of `format` from `row` into `out`.
@@ -246,7 +266,10 @@ enum ColourMath {
         var rgb = [UInt8](repeating: 0, count: pw * ph * 3)
         let sites = Array(cfa.rawValue).map { $0 == "R" ? 0 : $0 == "G" ? 1 : 2 }
         let range = max(white - black, 1)
-        let isp = Matrix3(correction) * Matrix3.diagonal(red, 1, blue)
+        let ccm = Matrix3(correction)
+        // White balance, then clip at full scale as the ISP does (a clipped highlight stays
+        // white instead of turning magenta), then the matrix.
+        @inline(__always) func balance(_ v: Double, _ gain: Double) -> Double { min(v * gain, min(gain, 1)) }
         var row = [UInt16](repeating: 0, count: width)
         var sums = [Double](repeating: 0, count: pw * 3)
         var counts = [Double](repeating: 0, count: pw * 3)
@@ -264,7 +287,7 @@ enum ColourMath {
             }
             for x in 0..<pw {
                 func mean(_ c: Int) -> Double { (sums[x * 3 + c] / max(counts[x * 3 + c], 1) - black) / range }
-                let out = isp.apply(RGB(mean(0), mean(1), mean(2)))
+                let out = ccm.apply(RGB(balance(mean(0), red), balance(mean(1), 1), balance(mean(2), blue)))
                 rgb[(y * pw + x) * 3] = UInt8((Colorimetry.srgbEncode(out.r) * 255).rounded())
                 rgb[(y * pw + x) * 3 + 1] = UInt8((Colorimetry.srgbEncode(out.g) * 255).rounded())
                 rgb[(y * pw + x) * 3 + 2] = UInt8((Colorimetry.srgbEncode(out.b) * 255).rounded())

@@ -5,13 +5,13 @@ import Synchronization
 
 /// A file a capture produced.
 public struct WrittenFile: Sendable, Hashable {
-    /// Bracket step from 1, or `nil` for the capture's sidecar.
+    /// Bracket step from 1, or `nil` for the capture's sidecar and contact sheet.
     public var step: Int?
-    /// "dng", "jpeg" or "json".
+    /// "dng", "jpeg", "json" (the sidecar) or "contact-sheet".
     public var format: String
     public var path: String
     public var bytes: Int64
-    /// The image's size in pixels (nil for the sidecar).
+    /// The image's size in pixels (nil for the sidecar and contact sheet).
     public var width: Int? = nil
     public var height: Int? = nil
 }
@@ -50,13 +50,16 @@ public final class PhotoFileWriter: Sendable {
     public let camera: CameraDescription
     public let template: FileNameTemplate
     public let jpegQuality: Int
+    /// Also write a contact sheet per capture (`..._sheet.jpg`): every step side by side,
+    /// labelled, with histograms.
+    public let contactSheet: Bool
     /// The session's streams, in the order of a photo's buffers.
     public let streams: [StreamConfiguration]
     private let scratch: ScratchMemory
 
     /// - Throws: `.invalidArgument` for a JPEG quality outside 1...100.
     public init(directory: OutputDirectory, streams: [StreamConfiguration], camera: CameraDescription, pool: ProcessingPool = ProcessingPool(),
-                template: FileNameTemplate = .default, jpegQuality: Int = 92) throws {
+                template: FileNameTemplate = .default, jpegQuality: Int = 92, contactSheet: Bool = false) throws {
         guard JPEGEncoder.qualityRange.contains(jpegQuality) else {
             throw ShutterbugError(.invalidArgument, "JPEG quality must be in 1...100, not \(jpegQuality)")
         }
@@ -66,6 +69,7 @@ public final class PhotoFileWriter: Sendable {
         self.pool = pool
         self.template = template
         self.jpegQuality = jpegQuality
+        self.contactSheet = contactSheet
         scratch = ScratchMemory(workers: pool.workers)
         directory.removeStaleTemporaries()
     }
@@ -171,6 +175,14 @@ public final class PhotoFileWriter: Sendable {
                             }
                         }
                     }
+                    if self.contactSheet {
+                        let labels = ContactSheet.labels(step: stepNumber, of: steps, requested: step.requested, metadata: metadata)
+                        if let yuv {
+                            record.add(tile: ContactSheet.tile(yuv: yuv, labels: labels), step: stepNumber)
+                        } else if let raw, let p = try? DNGEncoder.preview(raw, facts: facts, colourGains: metadata.colourGains) {
+                            record.add(tile: ContactSheet.tile(rgb: p.rgb, width: p.width, height: p.height, labels: labels), step: stepNumber)
+                        }
+                    }
                     record.jobFinished()
                 }
             case .captureFinished(let r):
@@ -179,6 +191,14 @@ public final class PhotoFileWriter: Sendable {
             }
         }
         await record.allJobsFinished()
+        if contactSheet, let name {
+            let tiles = record.state.withLock { $0.tiles }.sorted { $0.key < $1.key }.map(\.value)
+            if !tiles.isEmpty {
+                writeFile(name(nil) + "_sheet.jpg", step: nil, format: "contact-sheet", record: record, out: out) { fd in
+                    try OutputDirectory.writeAll(fd, try ContactSheet.jpeg(tiles))
+                }
+            }
+        }
         if let resolved, let name {
             let relative = name(nil) + ".json"
             let sidecar = Sidecar(settings: settings, resolved: resolved, camera: camera, record: record, jpegQuality: jpegQuality,
@@ -229,6 +249,8 @@ final class CaptureRecord: Sendable {
         var exposureStarted: SensorTime?
         var exposureEnded: SensorTime?
         var pendingJobs = 0
+        /// Contact-sheet tiles by step.
+        var tiles: [Int: ContactSheet.Tile] = [:]
         var idle: [CheckedContinuation<Void, Never>] = []
     }
     let stepCount: Int
@@ -245,6 +267,7 @@ final class CaptureRecord: Sendable {
     func add(step: ResolvedStep, metadata: FrameMetadata, facts: PhotoFacts) {
         state.withLock { $0.steps.append(Step(step: step, metadata: metadata, facts: facts)) }
     }
+    func add(tile: ContactSheet.Tile, step: Int) { state.withLock { $0.tiles[step] = tile } }
     func written(_ f: WrittenFile) { state.withLock { $0.files.append(f) } }
     func failed(step: Int?, format: String, error: ShutterbugError) { state.withLock { $0.failures.append((step, format, error)) } }
     func jobStarted() { state.withLock { $0.pendingJobs += 1 } }

@@ -132,6 +132,7 @@ struct Sidecar {
             })
             return j
         })
+        if let sheet = state.files.first(where: { $0.format == "contact-sheet" }) { o.add("contactSheet", relative(sheet.path)) }
         o.add("failures", state.failures.map { "step \($0.step.map(String.init) ?? "-") \($0.format): \($0.error)" })
         return Array((o.text + "\n").utf8)
     }
