@@ -257,8 +257,9 @@ enum ColourMath {
         (Colorimetry.srgbToXYZ * Matrix3(correction) * Matrix3.diagonal(red, 1, blue)).inverse.elements
     }
 
-    /// An 8-bit sRGB preview 1/16 the size: each pixel the mean of its 16x16 block's sites per
-    /// colour, white-balanced, colour-corrected and through the sRGB tone curve, as the JPEG is.
+    /// An 8-bit sRGB preview 1/16 the size: each pixel the mean of 16 of its 16x16 block's 2x2
+    /// cells per colour (two full row pairs), white-balanced, colour-corrected and through the
+    /// sRGB tone curve, as the JPEG is.
     static func preview(_ data: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bits: Int, packing: sbi_packing, cfa: CFAPattern,
                         black: Double, white: Double, red: Double, blue: Double, correction: [Double]) -> (rgb: [UInt8], width: Int, height: Int) {
         let block = 16
@@ -271,22 +272,40 @@ enum ColourMath {
         // white instead of turning magenta), then the matrix.
         @inline(__always) func balance(_ v: Double, _ gain: Double) -> Double { min(v * gain, min(gain, 1)) }
         var row = [UInt16](repeating: 0, count: width)
-        var sums = [Double](repeating: 0, count: pw * 3)
-        var counts = [Double](repeating: 0, count: pw * 3)
+        var sums = [Int](repeating: 0, count: pw * 3)
+        var counts = [Int](repeating: 0, count: pw * 3)
+        // Whole blocks across; columns and rows past the last whole block are left out.
+        let across = width >= block ? block : width & ~1
         for y in 0..<ph {
             for i in sums.indices { sums[i] = 0; counts[i] = 0 }
-            let y1 = y == ph - 1 ? height : (y + 1) * block
-            for sy in (y * block)..<y1 {
-                row.withUnsafeMutableBufferPointer { _ = sbi_unpack_row(data + sy * stride, UInt32(width), UInt32(bits), packing, $0.baseAddress!) }
-                for sx in 0..<min(width, pw * block) {
-                    let c = sites[(sy & 1) * 2 + (sx & 1)]
-                    let i = (sx / block) * 3 + c
-                    sums[i] += Double(row[sx])
-                    counts[i] += 1
+            // Two row pairs per block, a quarter and three quarters down: every 2x2 cell across
+            // them is averaged (16 cells per block), at a quarter of the cost of every row.
+            let rows = [y * block + block / 4, y * block + block / 4 + 1, y * block + 3 * block / 4, y * block + 3 * block / 4 + 1].filter { $0 < height }
+            for sy in rows {
+                let c0 = sites[(sy & 1) * 2], c1 = sites[(sy & 1) * 2 + 1]
+                row.withUnsafeMutableBufferPointer { r in
+                    _ = sbi_unpack_row(data + sy * stride, UInt32(width), UInt32(bits), packing, r.baseAddress!)
+                    sums.withUnsafeMutableBufferPointer { s in
+                        counts.withUnsafeMutableBufferPointer { n in
+                            for bx in 0..<pw {
+                                var a = 0, b = 0, k = bx * across
+                                let end = k + (across < 2 ? 0 : across)
+                                while k < end {
+                                    a += Int(r[k])
+                                    b += Int(r[k + 1])
+                                    k += 2
+                                }
+                                s[bx * 3 + c0] += a
+                                s[bx * 3 + c1] += b
+                                n[bx * 3 + c0] += across / 2
+                                n[bx * 3 + c1] += across / 2
+                            }
+                        }
+                    }
                 }
             }
             for x in 0..<pw {
-                func mean(_ c: Int) -> Double { (sums[x * 3 + c] / max(counts[x * 3 + c], 1) - black) / range }
+                func mean(_ c: Int) -> Double { (Double(sums[x * 3 + c]) / Double(max(counts[x * 3 + c], 1)) - black) / range }
                 let out = ccm.apply(RGB(balance(mean(0), red), balance(mean(1), 1), balance(mean(2), blue)))
                 rgb[(y * pw + x) * 3] = UInt8((Colorimetry.srgbEncode(out.r) * 255).rounded())
                 rgb[(y * pw + x) * 3 + 1] = UInt8((Colorimetry.srgbEncode(out.g) * 255).rounded())
