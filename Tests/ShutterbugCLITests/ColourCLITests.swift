@@ -44,6 +44,11 @@ struct ColourCLITests {
             let path = try #require(file, "no file written in \(c.dir)")
             let m = try await Self.measure(path)
             #expect(m.median <= 3 && m.max <= 8, "\(camera) under \(illuminant), \((path as NSString).pathExtension): median \(m.median), max \(m.max) (patch \(m.worst))")
+            // The simulated sensor has no spectral mismatch: beyond rounding, the out-of-gamut
+            // cyan and JPEG coding, any error is the pipeline's. A DNG carrying the profile's
+            // 5000 K matrix instead of the frame's measured median 2.6 under 3000 K on IMX708,
+            // inside the bounds above; this catches it.
+            #expect(m.median <= 1, "\(camera) under \(illuminant), \((path as NSString).pathExtension): median \(m.median)")
         }
     }
 
