@@ -101,6 +101,8 @@ struct ContactSheetCLITests {
         let (dir, files) = try await MetadataCLITests.bracket(["--camera", "sim:imx477", "--ev", "-2,0,2", "--format", "jpeg", "--contact-sheet"])
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let sheet = try #require(files.first { $0.hasSuffix("_sheet.jpg") }, "no contact sheet in \(files)")
+        let v = try await runChild("/usr/bin/env", ["exiftool", "-validate", "-warning", "-a", "-s", "-s", "-s", sheet])
+        #expect(v.out.trimmingCharacters(in: .whitespacesAndNewlines) == "OK", "exiftool -validate on the sheet: \(v.out)")
         let (w, h, rgb) = try await Self.decode(sheet)
         // Three 480-pixel tiles with 16-pixel gaps.
         #expect(w == 16 + 3 * (480 + 16), "sheet \(w)x\(h)")
