@@ -58,7 +58,7 @@ let package = Package(
         .target(name: "Capture", dependencies: ["ShutterbugCore", "CaptureScheduler"], path: "Sources/Core/Capture"),
 
         // Backends: CameraBackend implementations.
-        .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore", "CRawCodecs"], path: "Sources/Backends/SimulatedCamera"),
+        .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore", "CRawCodecs", "CSystemShims"], path: "Sources/Backends/SimulatedCamera"),
         .target(name: "LibcameraBackend", dependencies: ["ShutterbugCore", "CLibcameraBridge"], path: "Sources/Backends/LibcameraBackend"),
 
         // Sinks and trigger sources: real kernel and library interfaces.
@@ -67,14 +67,14 @@ let package = Package(
             dependencies: ["ShutterbugCore", "Capture", "CImageCodecs", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
             path: "Sources/Sinks/ImageOutput"
         ),
-        .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM"], path: "Sources/Sinks/KMS"),
+        .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM", .product(name: "SystemPackage", package: "swift-system")], path: "Sources/Sinks/KMS"),
         .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"], path: "Sources/Triggers/LinuxGPIO"),
 
         // Commands: argument parsing and printing.
         .executableTarget(
             name: "shutterbug",
             dependencies: [
-                "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput",
+                "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/Commands/shutterbug"
@@ -83,7 +83,7 @@ let package = Package(
         .executableTarget(
             name: "shutterbug-bench",
             dependencies: [
-                "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput",
+                "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/Benchmarks/shutterbug-bench"
@@ -104,7 +104,7 @@ let package = Package(
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport"]),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore"]),
         .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),
-        .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore"]),
+        .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore", "SimulatedCamera", "Capture", "CaptureScheduler"]),
         .testTarget(
             name: "LibcameraBackendTests",
             dependencies: ["LibcameraBackend", "ShutterbugCore", "CameraConformance"]

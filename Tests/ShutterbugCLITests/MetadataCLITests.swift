@@ -134,3 +134,30 @@ struct ContactSheetCLITests {
         #expect(r.status == 64 && r.err.contains("--output"), "\(r.status) \(r.err)")
     }
 }
+
+/// `--preview auto` where there is no display (the unit tier's machine): capture carries on,
+/// one line says why. On a machine with a display the line says where the preview is.
+@Suite("--preview without a display", .timeLimit(.minutes(3)))
+struct HeadlessPreviewCLITests {
+    @Test("stream, bracket and focus with --preview auto run, with exactly one line about the preview", arguments: [
+        ["stream", "--camera", "sim:imx477", "--frames", "3", "--virtual-time"],
+        ["bracket", "--camera", "sim:imx477", "--ev", "-1,0,1", "--role", "video", "--virtual-time"],
+        ["focus", "--camera", "sim:imx708", "--lens", "1", "--virtual-time"],
+    ])
+    func headless(args: [String]) async throws {
+        let r = try await runChild(MetadataCLITests.exe, args + ["--preview", "auto"])
+        #expect(r.status == 0, "\(args[0]): \(r.err)")
+        let lines = r.err.split(separator: "\n").filter { $0.contains("preview off") || $0.contains("preview on") }
+        #expect(lines.count == 1, "\(args[0]) said about the preview: \(lines)")
+        if !FileManager.default.fileExists(atPath: "/dev/dri") {
+            #expect(lines.first?.contains("preview off: no display device") == true, "\(lines)")
+        }
+    }
+
+    @Test("shutterbug preview with no display to show on exits 69 (unavailable) with the reason",
+          .enabled(if: !FileManager.default.fileExists(atPath: "/dev/dri"), "this machine has a display device (the virtual board's tests cover one)"))
+    func previewNeedsADisplay() async throws {
+        let r = try await runChild(MetadataCLITests.exe, ["preview", "--camera", "sim:imx477", "--duration", "1"])
+        #expect(r.status == 69 && r.err.contains("preview off: no display device"), "\(r.status) \(r.err)")
+    }
+}

@@ -1,3 +1,4 @@
+import CSystemShims
 import ShutterbugCore
 
 #if canImport(Glibc)
@@ -51,6 +52,8 @@ final class SimulatedFrameBuffer: FrameBuffer, @unchecked Sendable {
     let layout: SimulatedBufferLayout
     let profile: SensorProfile
     private let memory: UnsafeMutableRawBufferPointer
+    /// The dmabuf behind `memory`, where the kernel has a DMA heap.
+    private let dmabuf: Int32?
     private let renderer: SceneRenderer
     var recipe: SimulatedPipeline.FrameRecipe?
     private var rendered: SimulatedPipeline.FrameRecipe?
@@ -59,28 +62,51 @@ final class SimulatedFrameBuffer: FrameBuffer, @unchecked Sendable {
         self.layout = layout
         self.profile = profile
         self.renderer = renderer
-        // Anonymous pages, zero and page-aligned, touched only when a frame is rendered into
-        // them (as dmabufs cost nothing to map): allocating a 12 MP stream's buffers is
-        // instant, in the session's prepare, rather than a write of hundreds of megabytes.
+        // A real dmabuf from the system DMA heap where the kernel offers one (the virtual
+        // board; a Pi), so a display can import the frame with no copy as it would a
+        // libcamera buffer. Otherwise anonymous pages. Either way zero, page-aligned and
+        // touched only when a frame is rendered into them: allocating a 12 MP stream's buffers
+        // is instant, in the session's prepare, rather than a write of hundreds of megabytes.
         let size = max(layout.size, 1)
-        let p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        let fd = Self.useDMAHeap ? sbshim_dma_heap_alloc(UInt64((size + 4095) & ~4095)) : -ENOENT
+        let p: UnsafeMutableRawPointer?
+        if fd >= 0 {
+            p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+            if p == nil || p == MAP_FAILED { close(fd) }
+        } else {
+            p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        }
         guard let p, p != MAP_FAILED else { throw ShutterbugError.fromErrno(-errno, while: "allocating a \(size)-byte simulated buffer") }
         memory = UnsafeMutableRawBufferPointer(start: p, count: layout.size)
+        dmabuf = fd >= 0 ? fd : nil
     }
 
-    deinit { munmap(memory.baseAddress, max(memory.count, 1)) }
+    deinit {
+        munmap(memory.baseAddress, max(memory.count, 1))
+        if let dmabuf { close(dmabuf) }
+    }
+
+    /// Whether to try the DMA heap: once per process, only where the heap device exists
+    /// (`SHUTTERBUG_SIM_DMABUF=0` turns it off).
+    static let useDMAHeap: Bool = access("/dev/dma_heap/system", R_OK) == 0 && getenv("SHUTTERBUG_SIM_DMABUF").map { String(cString: $0) != "0" } ?? true
 
     var width: Int { layout.width }
     var height: Int { layout.height }
     var pixelFormat: PixelFormat { layout.format }
     var planes: [PlaneLayout] { layout.planes }
-    var dmabufFD: Int32? { nil }
+    var dmabufFD: Int32? { dmabuf }
 
     func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        if let recipe, recipe != rendered {
-            renderer.render(recipe, into: memory, layout: layout, profile: profile)
-            rendered = recipe
-        }
+        prepareContents()
         return try body(UnsafeRawBufferPointer(memory))
+    }
+
+    /// Renders the frame's recipe into the memory if it has not been yet.
+    func prepareContents() {
+        guard let recipe, recipe != rendered else { return }
+        if let dmabuf { _ = sbshim_dmabuf_sync(dmabuf, 1) }
+        renderer.render(recipe, into: memory, layout: layout, profile: profile)
+        if let dmabuf { _ = sbshim_dmabuf_sync(dmabuf, 0) }
+        rendered = recipe
     }
 }

@@ -12,6 +12,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
+#include <linux/dma-buf.h>
+#include <linux/dma-heap.h>
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -91,4 +94,22 @@ long long sbshim_realtime_offset_ns(void)
 	long long mono = ((long long)m0.tv_sec * 1000000000LL + m0.tv_nsec +
 			  (long long)m1.tv_sec * 1000000000LL + m1.tv_nsec) / 2;
 	return (long long)r.tv_sec * 1000000000LL + r.tv_nsec - mono;
+}
+
+int sbshim_dma_heap_alloc(unsigned long long size)
+{
+	int heap = open("/dev/dma_heap/system", O_RDONLY | O_CLOEXEC);
+	if (heap < 0)
+		return -errno;
+	struct dma_heap_allocation_data req = { .len = size, .fd_flags = O_RDWR | O_CLOEXEC };
+	int rc = ioctl(heap, DMA_HEAP_IOCTL_ALLOC, &req);
+	int e = errno;
+	close(heap);
+	return rc < 0 ? -e : (int)req.fd;
+}
+
+int sbshim_dmabuf_sync(int fd, int start)
+{
+	struct dma_buf_sync sync = { .flags = DMA_BUF_SYNC_WRITE | (start ? DMA_BUF_SYNC_START : DMA_BUF_SYNC_END) };
+	return ioctl(fd, DMA_BUF_IOCTL_SYNC, &sync) < 0 ? -errno : 0;
 }

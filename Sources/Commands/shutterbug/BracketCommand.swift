@@ -1,6 +1,7 @@
 import ArgumentParser
 import Capture
 import ImageOutput
+import KMS
 import CaptureScheduler
 import LibcameraBackend
 import ShutterbugCore
@@ -16,6 +17,7 @@ struct Bracket: AsyncParsableCommand {
             """)
 
     @OptionGroup var camera: CameraOptions
+    @OptionGroup var previewOptions: PreviewOptions
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Exposure biases in stops from the metered exposure, e.g. -2,0,2.", valueName: "ev,..."))
     var ev: String?
@@ -146,9 +148,18 @@ struct Bracket: AsyncParsableCommand {
             }
             streams.append(raw)
         }
+        // A preview gets its own viewfinder stream at the display's size, beside the still
+        // (and raw) streams, as the Pi's Viewfinder role would.
+        let preview = previewOptions.open()
+        defer { preview?.close() }
+        if let preview {
+            let full = cam.sensorProfile?.fullResolution
+            streams.append(PreviewOptions.viewfinder(for: preview.display, sensor: (full?.width ?? 4, full?.height ?? 3)))
+        }
         let config: CameraConfiguration
         do {
-            config = try await session.start(streams: streams, preparedBracketCount: max(settings.count, 1))
+            config = try await session.start(streams: streams, preparedBracketCount: max(settings.count, 1),
+                                             sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink)
         } catch let e as ShutterbugError where e.code == .invalidArgument {
             // Over the memory budget, or a configuration the camera refuses: said before
             // anything is captured (exit 64).
@@ -235,6 +246,10 @@ struct Bracket: AsyncParsableCommand {
             return o
         }()
         await session.stop()
+        if let preview {
+            preview.close()
+            notice(preview.summaryLine)
+        }
         guard let resolved = outcome.resolved else { throw ShutterbugError(.system, "the bracket ended without a result") }
         report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files,
                mode: mode, bufferBytes: config.bufferBytes)

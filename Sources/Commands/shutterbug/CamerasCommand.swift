@@ -1,4 +1,5 @@
 import ArgumentParser
+import KMS
 import LibcameraBackend
 import ShutterbugCore
 
@@ -65,6 +66,22 @@ struct Cameras: ParsableCommand {
             print("  sim:\(p.model)  \(p.product), delays exposure/gain/vblank \(p.delays.exposure)/\(p.delays.gain)/\(p.delays.vblank), gain \(String(format2: gain.lowerBound))-\(String(format2: gain.upperBound))\(p.hasFocusMotor ? ", focus motor 0-15 dpt" : "")")
             for m in p.modes {
                 print("      \(m), line \(String(format2: m.lineTime.microsecondsValue)) µs, exposure up to \(m.maxExposure.millisecondsDescription)")
+            }
+        }
+        // Where --preview can go.
+        print("displays (for --preview):")
+        let cards = Card.allPaths()
+        if cards.isEmpty { print("  none (/dev/dri has no card)") }
+        for path in cards {
+            do {
+                let card = try Card(path: path)
+                let (connectors, crtcs, planes) = try card.resources()
+                print("  \(path) (\(card.driverName)): \(crtcs.count) CRTCs, \(planes.filter(\.isPrimary).count) primary planes")
+                for c in connectors where !c.isWriteback {
+                    print("      \(c.name)  \(c.connected ? "connected" : "disconnected")\(c.preferredMode.map { ", preferred \($0)" } ?? "")\(c.crtcID != 0 ? ", lit" : ""), CRTC mask \(c.possibleCrtcs)")
+                }
+            } catch {
+                print("  \(path): \(error)")
             }
         }
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Capture
 import CaptureScheduler
+import KMS
 import ShutterbugCore
 
 struct Focus: AsyncParsableCommand {
@@ -13,6 +14,7 @@ struct Focus: AsyncParsableCommand {
             """)
 
     @OptionGroup var camera: CameraOptions
+    @OptionGroup var previewOptions: PreviewOptions
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lens position in dioptres (0 = infinity, 2 = 50 cm).", valueName: "dpt"))
     var lens: Double
@@ -28,9 +30,15 @@ struct Focus: AsyncParsableCommand {
         let cam = try camera.open()
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
-        try await session.start(stream: StreamRequest(role: .viewfinder), preparedBracketCount: 1)
+        let preview = previewOptions.open()
+        defer { preview?.close() }
+        try await session.start(streams: [StreamRequest(role: .viewfinder)], preparedBracketCount: 1, sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink)
         let result = try await session.configure { $0.lockedFocus = Dioptres(lens) }
         await session.stop()
+        if let preview {
+            preview.close()
+            notice(preview.summaryLine)
+        }
         for a in result.adjustments { notice("adjusted: \(a)") }
         guard let sync = result.focus else { throw ShutterbugError(.system, "focus lock reported no sync point") }
         if json {

@@ -16,6 +16,7 @@ struct Stream: AsyncParsableCommand {
             """)
 
     @OptionGroup var camera: CameraOptions
+    @OptionGroup var previewOptions: PreviewOptions
 
     @Option(name: .long, parsing: .unconditional, help: "Number of frames to print.")
     var frames: Int = 30
@@ -66,6 +67,8 @@ struct Stream: AsyncParsableCommand {
         defer { cam.release() }
         let wanted = try NumericInput.size(size, "--size", example: "800x600")
         let session = CaptureSession(backend: cam)
+        let preview = previewOptions.open()
+        defer { preview?.close() }
         // The session keeps its pipeline depth in flight and at least one slot for a photo.
         var bracketSlots = 1
         if let buffers {
@@ -76,7 +79,7 @@ struct Stream: AsyncParsableCommand {
         let config: CameraConfiguration
         do {
             config = try await session.prepare(streams: [StreamRequest(role: StreamRole(rawValue: role)!, width: wanted?.0, height: wanted?.1)],
-                                               preparedBracketCount: bracketSlots)
+                                               preparedBracketCount: bracketSlots, sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink)
         } catch let e as ShutterbugError where e.code == .invalidArgument {
             throw ValidationError(e.message)
         }
@@ -113,6 +116,10 @@ struct Stream: AsyncParsableCommand {
             throw failure
         }
         await session.stop()
+        if let preview {
+            preview.close()
+            notice(preview.summaryLine)
+        }
         let finished = printer.withLock { $0 }
         let missing = await session.unsupportedControls.intersection(manual.controls.set)
         finished.summary(camera: cam.info.id, unsupported: missing, target: manual, mode: cam.sensorModeReport, bufferBytes: config.bufferBytes)

@@ -21,10 +21,10 @@ public final class AtomicRequest {
     ///
     /// - Throws: `.unsupported` when the object has no such property.
     public func set(object: UInt32, type: UInt32, _ name: String, _ value: UInt64) throws {
-        guard let p = card.property(object: object, type: type, named: name) else {
+        guard let id = card.propertyID(object: object, type: type, named: name) else {
             throw ShutterbugError(.unsupported, "object \(object) has no property \(name)")
         }
-        guard drmModeAtomicAddProperty(request, object, p.id, value) >= 0 else {
+        guard drmModeAtomicAddProperty(request, object, id, value) >= 0 else {
             throw ShutterbugError.fromErrno(-errno, while: "adding \(name) to an atomic request")
         }
     }
@@ -35,12 +35,16 @@ public final class AtomicRequest {
 
     /// Commits: `testOnly` asks the driver whether it would work; `allowModeset` for mode
     /// changes; `nonBlocking` returns at once (a second commit while one is pending is EBUSY).
-    public func commit(testOnly: Bool = false, allowModeset: Bool = false, nonBlocking: Bool = false) throws {
+    /// `pageFlipEvent` asks for an event on the card's fd when the commit reaches the screen.
+    /// `userData` comes back with the event.
+    public func commit(testOnly: Bool = false, allowModeset: Bool = false, nonBlocking: Bool = false, pageFlipEvent: Bool = false,
+                       userData: UnsafeMutableRawPointer? = nil) throws {
         var flags: UInt32 = 0
         if testOnly { flags |= UInt32(DRM_MODE_ATOMIC_TEST_ONLY) }
         if allowModeset { flags |= UInt32(DRM_MODE_ATOMIC_ALLOW_MODESET) }
         if nonBlocking { flags |= UInt32(DRM_MODE_ATOMIC_NONBLOCK) }
-        let rc = drmModeAtomicCommit(card.fd, request, flags, nil)
+        if pageFlipEvent { flags |= UInt32(DRM_MODE_PAGE_FLIP_EVENT) }
+        let rc = drmModeAtomicCommit(card.fd, request, flags, userData)
         guard rc == 0 else { throw ShutterbugError.fromErrno(-errno, while: "an atomic commit") }
     }
 
@@ -62,9 +66,16 @@ extension Card {
     /// vkms in Linux 6.1 cannot drive a visible connector and writeback from one CRTC, so the
     /// writeback connector gets the CRTC to itself.
     public func writeback(_ framebuffer: DumbFramebuffer, into capture: DumbFramebuffer, timeout: Duration = .seconds(5)) throws {
+        try writeback(framebufferID: framebuffer.framebufferID, width: framebuffer.width, height: framebuffer.height, into: capture, timeout: timeout)
+    }
+
+    /// `writeback(_:into:)` for any framebuffer: an imported dmabuf (`Framebuffer`) too.
+    public func writeback(framebufferID: UInt32, width: Int, height: Int, into capture: DumbFramebuffer, timeout: Duration = .seconds(5)) throws {
+        struct Shown { var width: Int; var height: Int; var framebufferID: UInt32 }
+        let framebuffer = Shown(width: width, height: height, framebufferID: framebufferID)
         let (connectors, crtcs, planes) = try resources()
         guard let wb = connectors.first(where: \.isWriteback) else { throw ShutterbugError(.unsupported, "\(path) has no writeback connector") }
-        guard let crtc = crtcs.first else { throw ShutterbugError(.unsupported, "\(path) has no CRTC") }
+        guard let crtc = crtcs.first?.id else { throw ShutterbugError(.unsupported, "\(path) has no CRTC") }
         guard let plane = planes.first(where: { $0.isPrimary && $0.possibleCrtcs & 1 != 0 }) else { throw ShutterbugError(.unsupported, "\(path) has no primary plane") }
         guard let mode = wb.modes.first(where: { $0.width == framebuffer.width && $0.height == framebuffer.height }) ?? wb.modes.first else {
             throw ShutterbugError(.unsupported, "the writeback connector lists no modes")
@@ -94,6 +105,17 @@ extension Card {
         try r.setPlane(plane.id, "CRTC_W", UInt64(mode.width))
         try r.setPlane(plane.id, "CRTC_H", UInt64(mode.height))
         try r.commit(allowModeset: true)
+        // Afterwards the CRTC is let go again (plane off, connector off, CRTC off), so the
+        // display is free for whoever comes next, a preview included.
+        defer {
+            let off = AtomicRequest(card: self)
+            try? off.setPlane(plane.id, "FB_ID", 0)
+            try? off.setPlane(plane.id, "CRTC_ID", 0)
+            try? off.setConnector(wb.id, "CRTC_ID", 0)
+            try? off.setCrtc(crtc, "ACTIVE", 0)
+            try? off.setCrtc(crtc, "MODE_ID", 0)
+            try? off.commit(allowModeset: true)
+        }
         guard fence >= 0 else { throw ShutterbugError(.system, "the writeback commit returned no fence") }
         defer { close(fence) }
         var p = pollfd(fd: fence, events: Int16(POLLIN), revents: 0)

@@ -1,5 +1,6 @@
 import CDRM
 import ShutterbugCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -11,6 +12,9 @@ public final class Card: @unchecked Sendable {
     // `@unchecked Sendable`: the fd is immutable; the kernel serialises ioctls.
     public let path: String
     let fd: Int32
+    /// Property ids by object and name: they never change while the card is open, and an
+    /// atomic commit sets a dozen per frame.
+    private let propertyIDs = Mutex<[String: UInt32]>([:])
 
     /// Opens a card and asks for atomic modesetting and writeback connectors.
     ///
@@ -42,45 +46,26 @@ public final class Card: @unchecked Sendable {
         return String(cString: v.pointee.name)
     }
 
-    public struct Connector: Sendable, Hashable {
-        public var id: UInt32
-        public var isWriteback: Bool
-        public var connected: Bool
-        public var modes: [Mode]
-    }
-
-    public struct Mode: Sendable, Hashable {
-        public var width: Int
-        public var height: Int
-        public var refresh: Int
-        let raw: drmModeModeInfo
-        public static func == (a: Mode, b: Mode) -> Bool { a.width == b.width && a.height == b.height && a.refresh == b.refresh }
-        public func hash(into h: inout Hasher) { h.combine(width); h.combine(height); h.combine(refresh) }
-    }
-
-    public struct Plane: Sendable, Hashable {
-        public var id: UInt32
-        public var possibleCrtcs: UInt32
-        public var formats: [PixelFormat]
-        public var isPrimary: Bool
-    }
-
-    /// Connectors, CRTCs and planes.
-    public func resources() throws -> (connectors: [Connector], crtcs: [UInt32], planes: [Plane]) {
+    /// Connectors, CRTCs and planes, with what each is doing now.
+    public func resources() throws -> (connectors: [Connector], crtcs: [Crtc], planes: [Plane]) {
         guard let res = drmModeGetResources(fd) else { throw ShutterbugError.fromErrno(-errno, while: "reading resources of \(path)") }
         defer { drmModeFreeResources(res) }
+        let crtcIDs = (0..<Int(res.pointee.count_crtcs)).map { res.pointee.crtcs[$0] }
         var connectors: [Connector] = []
         for i in 0..<Int(res.pointee.count_connectors) {
             guard let c = drmModeGetConnector(fd, res.pointee.connectors[i]) else { continue }
             defer { drmModeFreeConnector(c) }
-            let modes = (0..<Int(c.pointee.count_modes)).map { m -> Mode in
-                let mi = c.pointee.modes[m]
-                return Mode(width: Int(mi.hdisplay), height: Int(mi.vdisplay), refresh: Int(mi.vrefresh), raw: mi)
-            }
-            connectors.append(Connector(id: c.pointee.connector_id, isWriteback: c.pointee.connector_type == UInt32(DRM_MODE_CONNECTOR_WRITEBACK),
-                                        connected: c.pointee.connection == DRM_MODE_CONNECTED, modes: modes))
+            connectors.append(Connector(card: self, c.pointee, crtcIDs: crtcIDs))
         }
-        let crtcs = (0..<Int(res.pointee.count_crtcs)).map { res.pointee.crtcs[$0] }
+        var crtcs: [Crtc] = []
+        for (index, id) in crtcIDs.enumerated() {
+            guard let c = drmModeGetCrtc(fd, id) else { continue }
+            defer { drmModeFreeCrtc(c) }
+            let active = property(object: id, type: UInt32(DRM_MODE_OBJECT_CRTC), named: "ACTIVE")?.value ?? 0
+            let modeID = property(object: id, type: UInt32(DRM_MODE_OBJECT_CRTC), named: "MODE_ID")?.value ?? 0
+            crtcs.append(Crtc(id: id, index: index, active: active != 0, modeBlob: UInt32(truncatingIfNeeded: modeID),
+                              mode: c.pointee.mode_valid != 0 ? Mode(c.pointee.mode) : nil))
+        }
         var planes: [Plane] = []
         if let pr = drmModeGetPlaneResources(fd) {
             defer { drmModeFreePlaneResources(pr) }
@@ -88,11 +73,22 @@ public final class Card: @unchecked Sendable {
                 guard let p = drmModeGetPlane(fd, pr.pointee.planes[i]) else { continue }
                 defer { drmModeFreePlane(p) }
                 let formats = (0..<Int(p.pointee.count_formats)).map { PixelFormat(fourcc: p.pointee.formats[$0]) }
-                let primary = property(object: p.pointee.plane_id, type: UInt32(DRM_MODE_OBJECT_PLANE), named: "type")?.value == UInt64(DRM_PLANE_TYPE_PRIMARY)
-                planes.append(Plane(id: p.pointee.plane_id, possibleCrtcs: p.pointee.possible_crtcs, formats: formats, isPrimary: primary))
+                let type = property(object: p.pointee.plane_id, type: UInt32(DRM_MODE_OBJECT_PLANE), named: "type")?.value
+                planes.append(Plane(id: p.pointee.plane_id, possibleCrtcs: p.pointee.possible_crtcs, formats: formats,
+                                    isPrimary: type == UInt64(DRM_PLANE_TYPE_PRIMARY), isCursor: type == UInt64(DRM_PLANE_TYPE_CURSOR),
+                                    crtcID: p.pointee.crtc_id, framebufferID: p.pointee.fb_id))
             }
         }
         return (connectors, crtcs, planes)
+    }
+
+    /// The id of an object's property, looked up once.
+    func propertyID(object: UInt32, type: UInt32, named name: String) -> UInt32? {
+        let key = "\(object):\(name)"
+        if let id = propertyIDs.withLock({ $0[key] }) { return id }
+        guard let p = property(object: object, type: type, named: name) else { return nil }
+        propertyIDs.withLock { $0[key] = p.id }
+        return p.id
     }
 
     /// The id and current value of an object's property.

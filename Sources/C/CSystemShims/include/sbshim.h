@@ -61,4 +61,12 @@ long long sbshim_free_bytes(int fd);
 /* CLOCK_REALTIME minus CLOCK_MONOTONIC in nanoseconds, sampled between two monotonic reads. */
 long long sbshim_realtime_offset_ns(void);
 
+/* A dmabuf of `size` bytes from the kernel's system DMA heap (/dev/dma_heap/system), or -errno
+ * (-ENOENT where the kernel has no DMA heaps). The caller closes it. */
+int sbshim_dma_heap_alloc(unsigned long long size);
+
+/* Brackets CPU access to a mapped dmabuf (DMA_BUF_IOCTL_SYNC): `start` 1 before writing, 0
+ * after. 0 or -errno. */
+int sbshim_dmabuf_sync(int fd, int start);
+
 #endif /* SBSHIM_H */

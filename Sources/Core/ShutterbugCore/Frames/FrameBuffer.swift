@@ -26,4 +26,11 @@ public protocol FrameBuffer: AnyObject, Sendable {
     var dmabufFD: Int32? { get }
     /// Calls `body` with the buffer's bytes (all planes, from offset 0).
     func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
+    /// Makes sure the frame is in the memory before a device reads it through `dmabufFD`
+    /// (the simulated camera renders lazily); nothing to do for a real camera's buffers.
+    func prepareContents()
+}
+
+extension FrameBuffer {
+    public func prepareContents() {}
 }
