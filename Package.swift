@@ -119,3 +119,10 @@ let package = Package(
 for target in package.targets where [.regular, .executable].contains(target.type) && !(target.path ?? "").hasPrefix("Sources/C/") {
     target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
 }
+
+// The simulated camera's pixels (the scene renderer, the ISP) are optimised in debug builds too:
+// at -Onone a 12 MP frame takes seconds, which made the tests that look at pixels, and the
+// preview on the emulated board, wait on the renderer rather than on what they test.
+for target in package.targets where target.name == "SimulatedCamera" {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-O"], .when(configuration: .debug))]
+}

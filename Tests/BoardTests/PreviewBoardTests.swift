@@ -21,9 +21,13 @@ final class FirstFrame: FrameSink, @unchecked Sendable {
     }
 }
 
+extension BoardTests {
 /// The DRM/KMS preview on vkms: what the display scans out is the camera's frame, on both the
 /// zero-copy and the converting path, and a slow display never costs a bracket a frame.
-@Suite("Preview on vkms", .serialized, .enabled(if: onVirtualBoard, "needs the virtual board's vkms and its DMA heap: run through board/virtual/run.sh"), .timeLimit(.minutes(3)))
+///
+/// Nested in `BoardTests`, whose traits it inherits: serialized with the other vkms test,
+/// since only one open card at a time can be DRM master, and only on the virtual board.
+@Suite("Preview on vkms")
 struct PreviewBoardTests {
     static func vkms() throws -> Card {
         let path = try #require(Card.allPaths().first { (try? Card(path: $0))?.driverName == "vkms" }, "no vkms card")
@@ -176,4 +180,5 @@ struct PreviewBoardTests {
             if let s = sink?.statistics { #expect(s.dropped + offeredButMissed > 0 && s.shown > 0, "slow display: \(s), \(offeredButMissed) not offered") }
         }
     }
+}
 }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs inside the virtual board (board/virtual/run.sh board/virtual/tier.sh): the libcamera
-# conformance suite against vimc, the vkms and gpio-sim tests, and the CLI on vimc.
+# conformance suite against vimc, the vkms (writeback, preview) and gpio-sim tests, the CLI on
+# vimc, and the preview of the simulated camera on vkms.
 set -u
 build=${SHUTTERBUG_BUILD_DIR:-.build/debug}
 failed=0
@@ -27,6 +28,11 @@ out=$("$build/shutterbug" focus --lens 1 2>&1); rc=$?
 echo "$out"
 step test "$rc" -ne 0
 step grep -q "no focus motor" <<<"$out"
+# The preview on vkms's display, from the simulated camera's dmabufs with no copy.
+out=$("$build/shutterbug" preview --camera sim:imx477 --duration 8 --json 2>&1)
+echo "$out"
+step grep -q '"path":"zero-copy"' <<<"$out"
+step grep -q '"shown":[1-9]' <<<"$out"
 out=$("$build/shutterbug" cameras 2>&1)
 echo "$out"
 step grep -q "platform/vimc" <<<"$out"

@@ -77,8 +77,11 @@ extension Card {
         guard let wb = connectors.first(where: \.isWriteback) else { throw ShutterbugError(.unsupported, "\(path) has no writeback connector") }
         guard let crtc = crtcs.first?.id else { throw ShutterbugError(.unsupported, "\(path) has no CRTC") }
         guard let plane = planes.first(where: { $0.isPrimary && $0.possibleCrtcs & 1 != 0 }) else { throw ShutterbugError(.unsupported, "\(path) has no primary plane") }
-        guard let mode = wb.modes.first(where: { $0.width == framebuffer.width && $0.height == framebuffer.height }) ?? wb.modes.first else {
-            throw ShutterbugError(.unsupported, "the writeback connector lists no modes")
+        // A writeback connector's modes are only probed for the DRM master; another connector's
+        // mode of the same size serves as well (writeback takes any mode within its limits).
+        let sized = { (m: Mode) in m.width == framebuffer.width && m.height == framebuffer.height }
+        guard let mode = wb.modes.first(where: sized) ?? connectors.flatMap(\.modes).first(where: sized) ?? wb.modes.first else {
+            throw ShutterbugError(.unsupported, "no mode of \(framebuffer.width)x\(framebuffer.height) for the writeback connector (its modes are probed only for the DRM master)")
         }
         // Any connector already on the CRTC lets go of it first.
         let release = AtomicRequest(card: self)

@@ -35,6 +35,9 @@ public final class PreviewSink: FrameSink, @unchecked Sendable {
         public var dropped = 0
         /// Commits the driver refused.
         public var failed = 0
+        /// CPU time the sink's thread spent putting frames on screen (import or conversion,
+        /// commit, events), not counting the camera's own work of filling the frame.
+        public var cpuNanoseconds: Int64 = 0
         public var path: Path?
         /// Why this path.
         public var pathReason = ""
@@ -136,8 +139,11 @@ public final class PreviewSink: FrameSink, @unchecked Sendable {
             if state.withLock({ $0.closed }) { break }
             if fds[1].revents & Int16(POLLIN) != 0 {
                 if eventDelay > .zero { sleepFor(eventDelay) }
+                let cpuStart = Self.threadCPU()
                 let before = flips.pointee
                 if sbdrm_read_flips(display.card.fd) == 0, flips.pointee != before { flipped() }
+                let spent = Self.threadCPU() - cpuStart
+                state.withLock { $0.statistics.cpuNanoseconds += spent }
             }
             if fds[0].revents & Int16(POLLIN) != 0 {
                 var count: UInt64 = 0
@@ -171,11 +177,17 @@ public final class PreviewSink: FrameSink, @unchecked Sendable {
             state.withLock { $0.statistics.dropped += 1 }
             return
         }
+        // The camera's work (the simulated camera renders here) is not the preview's.
+        buffer.prepareContents()
+        let cpuStart = Self.threadCPU()
+        defer {
+            let spent = Self.threadCPU() - cpuStart
+            state.withLock { $0.statistics.cpuNanoseconds += spent }
+        }
         if path == nil { choosePath(for: buffer) }
         do {
             let r = AtomicRequest(card: display.card)
             if path == .zeroCopy, let fd = buffer.dmabufFD {
-                buffer.prepareContents()
                 let fb = try framebuffers[fd] ?? Framebuffer(card: display.card, dmabuf: fd, width: buffer.width, height: buffer.height,
                                                              format: buffer.pixelFormat, planes: buffer.planes)
                 framebuffers[fd] = fb
@@ -279,6 +291,12 @@ public final class PreviewSink: FrameSink, @unchecked Sendable {
                 }
             }
         }
+    }
+
+    static func threadCPU() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 
     private func sleepFor(_ d: Duration) {
