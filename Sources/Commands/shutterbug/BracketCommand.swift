@@ -252,7 +252,7 @@ struct Bracket: AsyncParsableCommand {
         }
         guard let resolved = outcome.resolved else { throw ShutterbugError(.system, "the bracket ended without a result") }
         report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files,
-               mode: mode, bufferBytes: config.bufferBytes)
+               mode: mode, bufferBytes: config.bufferBytes, preview: preview)
         if let first = outcome.failures.first {
             throw ShutterbugError(first.code, "\(outcome.failures.count) file(s) could not be written; \(outcome.files.count) written. First: \(first)")
         }
@@ -267,7 +267,7 @@ struct Bracket: AsyncParsableCommand {
     }
 
     private func report(_ r: ResolvedPhotoSettings, photos: [(step: ResolvedStep, metadata: FrameMetadata)], started: SensorTime?, ended: SensorTime?, focus: SyncPoint?, camera: String, files: [WrittenFile],
-                        mode: SensorModeReport?, bufferBytes: Int) {
+                        mode: SensorModeReport?, bufferBytes: Int, preview: PreviewSink?) {
         let seqs = photos.map(\.metadata.sequence)
         let span = (seqs.max() ?? 0) - (seqs.min() ?? 0) + 1
         // Photos are delivered in step order; a retried step's frame may have come later than
@@ -315,6 +315,7 @@ struct Bracket: AsyncParsableCommand {
             }
             if let mode { o.add("sensorMode", object: mode.json) }
             o.add("bufferBytes", bufferBytes)
+            preview?.add(to: &o)
             print(o.text)
             return
         }

@@ -59,7 +59,16 @@ public final class GPIOChip: @unchecked Sendable {
 
     /// Requests one line as an input with edge detection; events carry kernel timestamps on
     /// CLOCK_MONOTONIC, the clock of `SensorTimestamp`.
-    public func requestEdges(offset: Int, consumer: String = "shutterbug", edges: GPIOEdges = .both, debounce: Duration? = nil) throws -> GPIOEdgeRequest {
+    ///
+    /// - Parameters:
+    ///   - bias: the line's pull, where the chip supports it (`nil`: as it is).
+    ///   - activeLow: report the line inverted (a button to ground reads as a rising press).
+    ///   - debounce: the kernel's debounce period (`GPIO_V2_LINE_ATTR_ID_DEBOUNCE`).
+    public func requestEdges(offset: Int, consumer: String = "shutterbug", edges: GPIOEdges = .both, bias: GPIOBias? = nil, activeLow: Bool = false,
+                             debounce: Duration? = nil) throws -> GPIOEdgeRequest {
+        guard (0..<lineCount).contains(offset) else {
+            throw ShutterbugError(.invalidArgument, "\(path) has lines 0...\(lineCount - 1), not \(offset)")
+        }
         var req = gpio_v2_line_request()
         req.offsets.0 = UInt32(offset)
         req.num_lines = 1
@@ -67,6 +76,13 @@ public final class GPIOChip: @unchecked Sendable {
         var flags = UInt64(GPIO_V2_LINE_FLAG_INPUT.rawValue)
         if edges.contains(.rising) { flags |= UInt64(GPIO_V2_LINE_FLAG_EDGE_RISING.rawValue) }
         if edges.contains(.falling) { flags |= UInt64(GPIO_V2_LINE_FLAG_EDGE_FALLING.rawValue) }
+        switch bias {
+        case .pullUp?: flags |= UInt64(GPIO_V2_LINE_FLAG_BIAS_PULL_UP.rawValue)
+        case .pullDown?: flags |= UInt64(GPIO_V2_LINE_FLAG_BIAS_PULL_DOWN.rawValue)
+        case .disabled?: flags |= UInt64(GPIO_V2_LINE_FLAG_BIAS_DISABLED.rawValue)
+        case nil: break
+        }
+        if activeLow { flags |= UInt64(GPIO_V2_LINE_FLAG_ACTIVE_LOW.rawValue) }
         req.config.flags = flags
         if let debounce {
             req.config.num_attrs = 1
@@ -82,6 +98,13 @@ public final class GPIOChip: @unchecked Sendable {
         guard rc == 0 else { throw ShutterbugError.fromErrno(rc, while: "requesting line \(offset) of \(path)") }
         return GPIOEdgeRequest(fd: req.fd, offset: offset)
     }
+}
+
+/// A line's pull resistor.
+public enum GPIOBias: String, Sendable, CaseIterable {
+    case pullUp = "pull-up"
+    case pullDown = "pull-down"
+    case disabled
 }
 
 /// Which edges to report.
@@ -106,7 +129,7 @@ public struct GPIOEdgeEvent: Sendable, Hashable {
 /// A requested line delivering edge events.
 public final class GPIOEdgeRequest: @unchecked Sendable {
     // `@unchecked Sendable`: one reader at a time; the fd is immutable.
-    let fd: Int32
+    public let fd: Int32
     public let offset: Int
 
     init(fd: Int32, offset: Int) {

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <linux/gpio.h>
 #include <sys/ioctl.h>
+#include <sys/eventfd.h>
 
 static inline int sbgpio_chip_info(int fd, struct gpiochip_info *info)
 {
@@ -31,6 +32,13 @@ static inline int sbgpio_request_lines(int fd, struct gpio_v2_line_request *req)
 static inline int sbgpio_get_values(int fd, struct gpio_v2_line_values *values)
 {
 	return ioctl(fd, GPIO_V2_LINE_GET_VALUES_IOCTL, values) < 0 ? -errno : 0;
+}
+
+/* A non-blocking eventfd, to wake a thread that polls a line request. fd or -errno. */
+static inline int sbgpio_wakeup_fd(void)
+{
+	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return fd < 0 ? -errno : fd;
 }
 
 #endif /* SBGPIO_H */

@@ -1,0 +1,140 @@
+import CGPIO
+import ShutterbugCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Edges on a GPIO line as triggers: each edge's kernel timestamp (CLOCK_MONOTONIC, the clock
+/// of `SensorTimestamp`) is the trigger's instant, so "the first frame exposed after the edge"
+/// is exact. Events are read on a dedicated thread that sleeps in `poll` until an edge or
+/// `stop()`; gaps in the kernel's `line_seqno` count edges the kernel lost.
+public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
+    // `@unchecked Sendable`: fixed after init; counters behind a mutex.
+    public let name: String
+    public let chipPath: String
+    public let offset: Int
+    private let request: GPIOEdgeRequest
+    private let wake: Int32
+    private let counters = Mutex((edges: 0, kernelLost: 0, stopped: false))
+    private let started = Atomic<Bool>(false)
+    private let thread = Mutex<OSThread?>(nil)
+
+    /// Edges read, and edges the kernel reports it lost.
+    public var edgesRead: Int { counters.withLock { $0.edges } }
+    public var kernelLost: Int { counters.withLock { $0.kernelLost } }
+
+    /// A line by name (the device tree's "GPIO17", or a gpio-sim label), searched on every
+    /// chip, or as CHIP:OFFSET (`gpiochip0:17`, `/dev/gpiochip0:17`).
+    ///
+    /// - Throws: `.invalidArgument` naming the chips and lines searched.
+    public static func find(_ spec: String) throws -> (chip: GPIOChip, offset: Int) {
+        if let colon = spec.lastIndex(of: ":"), let offset = Int(spec[spec.index(after: colon)...]) {
+            var chip = String(spec[..<colon])
+            if !chip.hasPrefix("/") { chip = "/dev/" + chip }
+            let c = try GPIOChip(path: chip)
+            guard (0..<c.lineCount).contains(offset) else {
+                throw ShutterbugError(.invalidArgument, "\(chip) has lines 0...\(c.lineCount - 1), not \(offset)")
+            }
+            return (c, offset)
+        }
+        let paths = GPIOChip.allPaths()
+        for path in paths {
+            guard let c = try? GPIOChip(path: path), let offset = c.line(named: spec) else { continue }
+            return (c, offset)
+        }
+        throw ShutterbugError(.invalidArgument, paths.isEmpty
+            ? "no GPIO line named '\(spec)': this machine has no GPIO chip (/dev/gpiochip*)"
+            : "no GPIO line named '\(spec)' on \(paths.joined(separator: ", ")); give a line name or CHIP:OFFSET, e.g. gpiochip0:17")
+    }
+
+    public init(line spec: String, edges: GPIOEdges = .falling, bias: GPIOBias? = nil, activeLow: Bool = false, debounce: Duration? = nil) throws {
+        let (chip, offset) = try Self.find(spec)
+        request = try chip.requestEdges(offset: offset, edges: edges, bias: bias, activeLow: activeLow, debounce: debounce)
+        let fd = sbgpio_wakeup_fd()
+        guard fd >= 0 else { throw ShutterbugError.fromErrno(fd, while: "creating the GPIO trigger's eventfd") }
+        wake = fd
+        chipPath = chip.path
+        self.offset = offset
+        name = "gpio \(spec)"
+    }
+
+    deinit {
+        stop()
+        close(wake)
+    }
+
+    /// Ends the trigger sequence: the reading thread wakes, reads the edges the kernel already
+    /// holds, and returns. Idempotent.
+    public func stop() {
+        counters.withLock { $0.stopped = true }
+        var one: UInt64 = 1
+        _ = write(wake, &one, 8)
+    }
+
+    /// The edges as triggers. One sequence per source: a second call gets an empty one.
+    public func triggers() -> AsyncStream<Trigger> {
+        let (stream, out) = AsyncStream<Trigger>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        guard !started.exchange(true, ordering: .relaxed) else {
+            out.finish()
+            return stream
+        }
+        let t = OSThread { [self] in
+            read(into: out)
+            out.finish()
+        }
+        thread.withLock { $0 = t }
+        // The consumer going away ends the reading thread too (not joined here: this may run
+        // on the reading thread itself, when it finishes the sequence).
+        out.onTermination = { [weak self] _ in self?.stop() }
+        return stream
+    }
+
+    /// `stop()`, then waits for the reading thread to end.
+    public func stopAndWait() {
+        stop()
+        thread.withLock { $0 }?.join()
+    }
+
+    private func read(into out: AsyncStream<Trigger>.Continuation) {
+        var fds = [pollfd(fd: request.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        var lastSeqno: UInt32?
+        var sequence: UInt64 = 0
+        var events = [gpio_v2_line_event](repeating: gpio_v2_line_event(), count: 16)
+        let size = MemoryLayout<gpio_v2_line_event>.stride
+        var stopping = false
+        while true {
+            fds[0].revents = 0
+            fds[1].revents = 0
+            // Once stopping, only what the kernel already holds is read (a zero timeout).
+            let n = poll(&fds, stopping ? 1 : 2, stopping ? 0 : -1)
+            if n < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            if !stopping, fds[1].revents != 0 || counters.withLock({ $0.stopped }) {
+                stopping = true
+                continue
+            }
+            guard fds[0].revents & Int16(POLLIN) != 0 else {
+                if stopping { break }
+                continue
+            }
+            let got = events.withUnsafeMutableBytes { Glibc.read(request.fd, $0.baseAddress, $0.count) }
+            guard got > 0 else { break }
+            for e in events.prefix(got / size) {
+                // line_seqno counts every edge the kernel saw on this line; a jump is edges
+                // that overflowed its buffer before we read them.
+                let lost = lastSeqno.map { Int(e.line_seqno &- $0) - 1 } ?? 0
+                lastSeqno = e.line_seqno
+                counters.withLock {
+                    $0.edges += 1
+                    $0.kernelLost += max(0, lost)
+                }
+                sequence += 1 + UInt64(max(0, lost))
+                out.yield(Trigger(instant: SensorTime(nanoseconds: Int64(e.timestamp_ns)), source: name, sequence: sequence))
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import Capture
+import CaptureScheduler
+import Foundation
+import LinuxGPIO
+import ShutterbugCore
+import SimulatedCamera
+import Testing
+
+extension BoardTests {
+/// GPIO edges as triggers on gpio-sim: kernel timestamps on CLOCK_MONOTONIC, every edge read or
+/// counted lost, and a capture exposed after each edge from the simulated camera in real time.
+@Suite("GPIO trigger source on gpio-sim")
+struct GPIOTriggerBoardTests {
+    /// The sysfs file that pulls gpio-sim's line 0 (named "shutter" by the board's init).
+    func pull() throws -> String { try BoardTests().simulatedChip().line0 + "/pull" }
+
+    enum Event: Sendable {
+        case trigger(Trigger)
+        case captured(ok: Bool)
+        case sourceEnded
+        case stormOver(Duration)
+    }
+
+    @Test("a storm of toggles as fast as sysfs allows, while captures run: every edge the kernel saw is a capture, coalesced, dropped or counted lost, and a press after it is still captured")
+    func storm() async throws {
+        let pull = try pull()
+        try "pull-down".write(toFile: pull, atomically: false, encoding: .utf8)
+        let source = try GPIOTriggerSource(line: "shutter", edges: .both)
+        var o = SimulationOptions()
+        o.clock = .realTime
+        let cam = SimulatedCamera(profile: .imx477, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        _ = try await session.start(streams: [StreamRequest(role: .viewfinder, width: 640, height: 480)], preparedBracketCount: 1)
+
+        // Triggers and finished captures arrive on one stream; the queue decides.
+        let (events, post) = AsyncStream<Event>.makeStream()
+        let forward = Task { [source] in
+            for await t in source.triggers() { post.yield(.trigger(t)) }
+            post.yield(.sourceEnded)
+        }
+        var queue = try TriggerQueue(policy: .coalesce)
+        func start(_ actions: [TriggerQueue.Action]) {
+            for case .capture(let t) in actions {
+                Task {
+                    do {
+                        let p = try await session.captureFrame(exposedAfter: t.instant, timeout: .seconds(5))
+                        p.release()
+                        post.yield(.captured(ok: true))
+                    } catch {
+                        post.yield(.captured(ok: false))
+                    }
+                }
+            }
+        }
+        let toggles = 2000
+        Task.detached {
+            let fd = open(pull, O_WRONLY)
+            let began = MonotonicClock.now()
+            for i in 0..<toggles {
+                let text = i % 2 == 0 ? "pull-up" : "pull-down"
+                _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+            }
+            close(fd)
+            post.yield(.stormOver(MonotonicClock.now() - began))
+        }
+        var ended = false
+        for await e in events {
+            switch e {
+            case .trigger(let t): start(queue.arrived(t))
+            case .captured(let ok): start(queue.finished(failed: !ok))
+            case .sourceEnded: ended = true
+            case .stormOver(let elapsed):
+                // The source drains what the kernel holds, then ends.
+                print("gpio-sim storm: \(toggles) toggles in \(elapsed.millisecondsDescription) (\(Int(Double(toggles) / elapsed.secondsValue)) per second)")
+                source.stop()
+            }
+            if ended && queue.busy == nil { break }
+        }
+        print("the kernel reported \(source.edgesRead + source.kernelLost) edges (gpio-sim's interrupt simulation merges toggles faster than it runs), \(source.kernelLost) of them lost before they were read")
+        forward.cancel()
+        queue.lostBySource(source.kernelLost)
+        let c = queue.counts
+        print("storm accounting: \(c)")
+        #expect(c.seen == source.edgesRead, "\(c)")
+        #expect(c.seen == c.captured + c.failed + c.coalesced + c.dropped && queue.balanced, "\(c)")
+        #expect(c.captured >= 1 && c.failed == 0, "\(c)")
+        // Still responsive: the camera captures straight away after the storm.
+        let after = MonotonicClock.now()
+        let p = try await session.captureFrame(exposedAfter: after, timeout: .seconds(2))
+        #expect(p.metadata.exposureStart! >= after)
+        p.release()
+        await session.stop()
+    }
+
+    @Test("each edge fires a capture from the simulated camera in real time: the chosen frame's exposure began after the edge, and the frame before it did not")
+    func capturesAfterEdges() async throws {
+        let pull = try pull()
+        try "pull-down".write(toFile: pull, atomically: false, encoding: .utf8)
+        let source = try GPIOTriggerSource(line: "shutter", edges: .rising)
+        var o = SimulationOptions()
+        o.clock = .realTime
+        let cam = SimulatedCamera(profile: .imx477, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        // The observer first, so it sees every frame from the first.
+        _ = try await session.prepare(streams: [StreamRequest(role: .viewfinder, width: 640, height: 480)], preparedBracketCount: 1)
+        let frames = await session.frames(buffering: 4096)
+        try await session.start()
+        // Past the start-up frames before the first press.
+        try await session.captureFrame(exposedAfter: MonotonicClock.now()).release()
+        var queue = try TriggerQueue(policy: .queue, limit: 4)
+        var photos: [(Trigger, FrameMetadata)] = []
+        let presses = 4
+        let toggler = Task.detached {
+            for _ in 0..<presses {
+                try "pull-up".write(toFile: pull, atomically: false, encoding: .utf8)
+                try await Task.sleep(for: .milliseconds(150))
+                try "pull-down".write(toFile: pull, atomically: false, encoding: .utf8)
+                try await Task.sleep(for: .milliseconds(150))
+            }
+        }
+        for await t in source.triggers() {
+            var actions = queue.arrived(t)
+            while let a = actions.first {
+                actions.removeFirst()
+                guard case .capture(let trigger) = a else { continue }
+                let p = try await session.captureFrame(exposedAfter: trigger.instant)
+                photos.append((trigger, p.metadata))
+                p.release()
+                actions += queue.finished(failed: false)
+            }
+            if queue.counts.seen == presses { break }
+        }
+        try await toggler.value
+        source.stopAndWait()
+        #expect(queue.counts.captured == presses && queue.balanced, "\(queue.counts)")
+        var byFrame: [UInt32: FrameMetadata] = [:]
+        let last = photos.map(\.1.sequence).max() ?? 0
+        for await m in frames {
+            byFrame[m.sequence] = m
+            if m.sequence >= last { break }
+        }
+        await session.stop()
+        for (t, m) in photos {
+            let lag = TriggerLag(trigger: t.instant, exposureStart: try #require(m.exposureStart))
+            #expect(lag.toExposureStart >= .zero, "trigger \(t.sequence): exposure began \(lag.toExposureStart) after the edge")
+            let previous = try #require(byFrame[m.sequence - 1], "frame before \(m.sequence)")
+            #expect(previous.exposureStart! < t.instant, "trigger \(t.sequence): frame \(previous.sequence) also qualified")
+            // Shutter lag: at most the pipeline (the session's requests in flight) plus a frame.
+            #expect(lag.toExposureStart < .milliseconds(250), "trigger \(t.sequence): lag \(lag.toExposureStart)")
+        }
+    }
+}
+}
