@@ -69,12 +69,14 @@ let package = Package(
         ),
         .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM", .product(name: "SystemPackage", package: "swift-system")], path: "Sources/Sinks/KMS"),
         .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"], path: "Sources/Triggers/LinuxGPIO"),
+        .target(name: "ProcessTriggers", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 
         // Commands: argument parsing and printing.
         .executableTarget(
             name: "shutterbug",
             dependencies: [
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
+                "LinuxGPIO", "ProcessTriggers",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/Commands/shutterbug"
@@ -102,7 +104,7 @@ let package = Package(
             dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance"]
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport"]),
-        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore"]),
+        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "ProcessTriggers"]),
         .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),
         .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore", "SimulatedCamera", "Capture", "CaptureScheduler"]),
         .testTarget(

@@ -42,6 +42,16 @@ struct TriggerQueueTests {
         #expect(q.counts.dropped == 1 && q.balanced)
     }
 
+    @Test("stopping: the capture in progress finishes, the waiting triggers are dropped and counted")
+    func stopping() throws {
+        var q = try TriggerQueue(policy: .queue, limit: 4)
+        _ = q.arrived(Self.t(1))
+        _ = q.arrived(Self.t(2))
+        _ = q.arrived(Self.t(3))
+        #expect(q.finished(failed: false, stopping: true) == [.dropped(Self.t(2)), .dropped(Self.t(3))])
+        #expect(q.busy == nil && q.waiting.isEmpty && q.counts.dropped == 2 && q.balanced)
+    }
+
     @Test("a limit outside 1...64 is refused with the range")
     func limits() {
         #expect(throws: ShutterbugError.self) { try TriggerQueue(policy: .queue, limit: 0) }

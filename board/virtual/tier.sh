@@ -33,6 +33,18 @@ out=$("$build/shutterbug" preview --camera sim:imx477 --duration 8 --json 2>&1)
 echo "$out"
 step grep -q '"path":"zero-copy"' <<<"$out"
 step grep -q '"shown":[1-9]' <<<"$out"
+# A GPIO shutter: gpio-sim's "shutter" line pulled up three times fires three captures, each
+# from a frame exposed after its edge.
+pull=$(ls /sys/devices/platform/gpio-sim.*/gpiochip*/sim_gpio0/pull | head -1)
+echo pull-down > "$pull"
+"$build/shutterbug" trigger --camera sim:imx477 --role video --gpio shutter --edge rising --count 3 --json >/tmp/trigger.out 2>/tmp/trigger.err &
+pid=$!
+for _ in $(seq 1 300); do grep -q "waiting for rising edges" /tmp/trigger.err && break; sleep 0.1; done
+for _ in 1 2 3; do echo pull-up > "$pull"; echo pull-down > "$pull"; done
+timeout 60 tail --pid=$pid -f /dev/null
+cat /tmp/trigger.err /tmp/trigger.out
+step grep -q '"captured":3' /tmp/trigger.out
+step test "$(grep -c '"lagToExposureStartUs":[0-9]' /tmp/trigger.out)" -eq 3
 out=$("$build/shutterbug" cameras 2>&1)
 echo "$out"
 step grep -q "platform/vimc" <<<"$out"

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <signal.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -112,4 +114,54 @@ int sbshim_dmabuf_sync(int fd, int start)
 {
 	struct dma_buf_sync sync = { .flags = DMA_BUF_SYNC_WRITE | (start ? DMA_BUF_SYNC_START : DMA_BUF_SYNC_END) };
 	return ioctl(fd, DMA_BUF_IOCTL_SYNC, &sync) < 0 ? -errno : 0;
+}
+
+static volatile int signal_pipes[65] = { [0 ... 64] = -1 };
+
+static void signal_to_pipe(int signo)
+{
+	int saved = errno;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	int fd = signo > 0 && signo <= 64 ? signal_pipes[signo] : -1;
+	if (fd >= 0) {
+		ssize_t w = write(fd, &ns, sizeof(ns));
+		(void)w;
+	}
+	errno = saved;
+}
+
+int sbshim_signal_pipe(int signo)
+{
+	if (signo <= 0 || signo > 64)
+		return -EINVAL;
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	signal_pipes[signo] = fds[1];
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = signal_to_pipe;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(signo, &sa, NULL) < 0) {
+		int e = errno;
+		signal_pipes[signo] = -1;
+		close(fds[0]);
+		close(fds[1]);
+		return -e;
+	}
+	return fds[0];
+}
+
+void sbshim_signal_default(int signo)
+{
+	if (signo <= 0 || signo > 64)
+		return;
+	signal(signo, SIG_DFL);
+	int fd = signal_pipes[signo];
+	signal_pipes[signo] = -1;
+	if (fd >= 0)
+		close(fd);
 }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Capture
-import Dispatch
 import KMS
+import ProcessTriggers
 import ShutterbugCore
 
 #if canImport(Glibc)
@@ -62,23 +62,15 @@ struct Preview: AsyncParsableCommand {
         if !json { print("preview of \(cam.info.id) \(config.streams[0]) on \(sink.display.card.path) \(sink.display.connector.name) \(sink.display.mode)") }
 
         // Until --frames, --duration or SIGINT/SIGTERM, whichever comes first.
-        let stop = AsyncStream<Void>.makeStream()
-        let signals = [SIGINT, SIGTERM].map { sig -> any DispatchSourceSignal in
-            signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig)
-            s.setEventHandler { stop.continuation.yield() }
-            s.resume()
-            return s
-        }
-        defer { signals.forEach { $0.cancel() } }
+        let signals = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
         let started = MonotonicClock.now()
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { for await _ in stop.stream { return } }
+            for s in signals { group.addTask { for await _ in s.triggers() { return } } }
             if let duration { group.addTask { try? await Task.sleep(for: .seconds(duration)) } }
             if let frames { group.addTask { for await _ in await session.requests(count: frames) {} } }
             await group.next()
+            signals.forEach { $0.stop() }
             group.cancelAll()
-            stop.continuation.finish()
         }
         let elapsed = MonotonicClock.now() - started
         let failure = await session.failureReason

@@ -85,10 +85,18 @@ public struct TriggerQueue: Sendable {
 
     /// The capture in progress ended (its frames are captured; files may still be writing).
     /// Returns the next capture to start, if one waits.
-    public mutating func finished(failed: Bool) -> [Action] {
+    /// `stopping`: no further capture starts; the waiting triggers are dropped (and returned
+    /// as such).
+    public mutating func finished(failed: Bool, stopping: Bool = false) -> [Action] {
         guard busy != nil else { return [] }
         if failed { counts.failed += 1 } else { counts.captured += 1 }
         busy = nil
+        if stopping {
+            let dropped = waiting
+            counts.dropped += dropped.count
+            waiting = []
+            return dropped.map { .dropped($0) }
+        }
         guard !waiting.isEmpty else { return [] }
         let next = waiting.removeFirst()
         busy = next

@@ -69,4 +69,12 @@ int sbshim_dma_heap_alloc(unsigned long long size);
  * after. 0 or -errno. */
 int sbshim_dmabuf_sync(int fd, int start);
 
+/* Routes signal `signo` to a pipe: its handler writes the CLOCK_MONOTONIC nanoseconds of each
+ * delivery (8 bytes, async-signal-safe) into it. Returns the pipe's read end (non-blocking), or
+ * -errno. Works whatever the threads' signal masks, unlike signalfd. */
+int sbshim_signal_pipe(int signo);
+
+/* Puts back the default action for `signo` and closes the pipe's write end. */
+void sbshim_signal_default(int signo);
+
 #endif /* SBSHIM_H */

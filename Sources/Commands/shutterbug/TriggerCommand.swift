@@ -1,0 +1,376 @@
+import ArgumentParser
+import Capture
+import CaptureScheduler
+import ImageOutput
+import KMS
+import LinuxGPIO
+import ProcessTriggers
+import ShutterbugCore
+import SimulatedCamera
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct TriggerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trigger",
+        abstract: "Capture a photo (or a bracket) exposed after each trigger: a GPIO edge, a signal, Enter, or a simulated pattern.",
+        discussion: """
+            The camera keeps streaming; each trigger asks for the first frame whose exposure \
+            began after the trigger's instant (a GPIO edge's kernel timestamp on \
+            CLOCK_MONOTONIC, the clock of SensorTimestamp). One capture runs at a time; \
+            triggers that come meanwhile are queued, coalesced or dropped by --policy, and \
+            every one is counted. Each capture prints its lags: trigger to exposure start, to \
+            the frame delivered, to the files on disk. Runs until --count captures, \
+            --duration, the source ends, or SIGINT/SIGTERM; then a summary with the counts and \
+            the lag distribution.
+            """)
+
+    @OptionGroup var camera: CameraOptions
+    @OptionGroup var previewOptions: PreviewOptions
+
+    @Option(name: .long, help: ArgumentHelp("A GPIO line: its name (GPIO17, or a gpio-sim label) or CHIP:OFFSET (gpiochip0:17).", valueName: "line"))
+    var gpio: String?
+
+    @Option(name: .long, help: ArgumentHelp("GPIO edges that trigger: falling (a button to ground), rising or both.", valueName: "edge"))
+    var edge: String = "falling"
+
+    @Option(name: .long, help: ArgumentHelp("GPIO debounce by the kernel: 10ms, 500us (0...1s).", valueName: "time"))
+    var debounce: String?
+
+    @Option(name: .long, help: ArgumentHelp("GPIO bias: pull-up, pull-down or disabled (default: as the line is).", valueName: "bias"))
+    var bias: String?
+
+    @Flag(name: .long, help: "GPIO: the line is active-low.")
+    var activeLow = false
+
+    @Flag(name: .long, help: "Trigger on SIGUSR1 (kill -USR1 PID).")
+    var signal = false
+
+    @Flag(name: .long, help: "Trigger on Enter (each line on standard input).")
+    var keypress = false
+
+    @Option(name: .long, help: ArgumentHelp("A simulated pattern: regular:200ms, poisson:200ms (mean gap) or burst:3,10ms,1s (count, spacing, pause).", valueName: "pattern"))
+    var simulated: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Exposure biases for a bracket per trigger, e.g. -2,0,2.", valueName: "ev,..."))
+    var ev: String?
+
+    @Option(name: .long, help: ArgumentHelp("While a capture runs, further triggers are queued (up to --queue), coalesced into one (the newest) or dropped.", valueName: "queue|coalesce|drop"))
+    var policy: String = "queue"
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Triggers that may wait with --policy queue (1...64).", valueName: "n"))
+    var queue: Int = 8
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Stop after this many captures (1...1000000).", valueName: "n"))
+    var count: Int?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Stop after this many seconds (0.1...31536000).", valueName: "s"))
+    var duration: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Stream role: still (full resolution), video or viewfinder.", valueName: "role"))
+    var role: String = "still"
+
+    @Option(name: .long, help: ArgumentHelp("Write each capture's photos (DNG and JPEG) and sidecar here.", valueName: "dir"))
+    var output: String?
+
+    @Option(name: .long, help: ArgumentHelp("File formats with --output: dng, jpeg, or both.", valueName: "dng,jpeg"))
+    var format: String = "jpeg"
+
+    @Flag(name: .long, help: "One JSON object per capture, then a summary object.")
+    var json = false
+
+    func validate() throws {
+        let sources = [gpio != nil, signal, keypress, simulated != nil].filter { $0 }.count
+        guard sources == 1 else { throw ValidationError("give exactly one trigger source: --gpio LINE, --signal, --keypress or --simulated PATTERN") }
+        guard ["falling", "rising", "both"].contains(edge) else { throw ValidationError("--edge must be falling, rising or both, not '\(edge)'") }
+        if let bias, GPIOBias(rawValue: bias) == nil { throw ValidationError("--bias must be pull-up, pull-down or disabled, not '\(bias)'") }
+        if let debounce {
+            let d = try ExposureParser.parse(debounce)
+            guard d >= .zero && d <= .seconds(1) else { throw ValidationError("--debounce must be in 0...1 s, not \(debounce)") }
+        }
+        if let simulated { _ = try Self.pattern(simulated) }
+        if let ev { _ = try NumericInput.numbers(ev, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") }
+        guard TriggerPolicy(rawValue: policy) != nil else { throw ValidationError("--policy must be queue, coalesce or drop, not '\(policy)'") }
+        guard TriggerQueue.limitRange.contains(queue) else { throw ValidationError("--queue must be in 1...64, not \(queue)") }
+        if let count, !(1...1_000_000).contains(count) { throw ValidationError("--count must be in 1...1000000, not \(count)") }
+        if let duration { try NumericInput.check(duration, "--duration", in: 0.1...31_536_000, unit: "s") }
+        guard ["still", "video", "viewfinder"].contains(role) else { throw ValidationError("--role must be still, video or viewfinder, not '\(role)'") }
+        if camera.virtualTime && simulated == nil {
+            throw ValidationError("--virtual-time runs the camera on its own clock; a GPIO edge, a signal or Enter happens on CLOCK_MONOTONIC: drop --virtual-time")
+        }
+        _ = try formats()
+    }
+
+    func formats() throws -> Set<PhotoFormat> {
+        var set = Set<PhotoFormat>()
+        for item in format.split(separator: ",") {
+            switch item.lowercased() {
+            case "dng", "raw": set.insert(.dng)
+            case "jpeg", "jpg": set.insert(.jpeg)
+            default: throw ValidationError("--format takes dng, jpeg or dng,jpeg, not '\(format)'")
+            }
+        }
+        guard !set.isEmpty else { throw ValidationError("--format takes dng, jpeg or dng,jpeg, not '\(format)'") }
+        return set
+    }
+
+    /// regular:200ms, poisson:200ms, burst:3,10ms,1s.
+    static func pattern(_ text: String) throws -> PatternTriggerSource.Pattern {
+        let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
+        let form = "--simulated takes regular:200ms, poisson:200ms or burst:3,10ms,1s"
+        guard parts.count == 2 else { throw ValidationError("\(form), not '\(text)'") }
+        func time(_ s: String) throws -> Duration {
+            let d = try ExposureParser.parse(s)
+            guard d >= .milliseconds(1) && d <= .seconds(3600) else { throw ValidationError("\(form): times in 1 ms...3600 s, not \(s)") }
+            return d
+        }
+        switch parts[0] {
+        case "regular": return .regular(period: try time(parts[1]))
+        case "poisson": return .poisson(mean: try time(parts[1]), seed: 1)
+        case "burst":
+            let b = parts[1].split(separator: ",").map(String.init)
+            guard b.count == 3, let n = Int(b[0]), (1...1000).contains(n) else { throw ValidationError("\(form) (count 1...1000), not '\(text)'") }
+            return .burst(count: n, spacing: try time(b[1]), pause: try time(b[2]))
+        default: throw ValidationError("\(form), not '\(text)'")
+        }
+    }
+
+    enum Event: Sendable {
+        case trigger(Trigger)
+        case finished(Trigger, Result<Captured, ShutterbugError>)
+        case stop(String)
+        /// The source has no more triggers: what waits is still captured.
+        case sourceEnded
+    }
+
+    struct Captured: Sendable {
+        var lag: TriggerLag
+        var sequences: [UInt32]
+        var files: [String]
+    }
+
+    func run() async throws {
+        let cam = try camera.open()
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        let preview = previewOptions.open()
+        defer { preview?.close() }
+        let formats = try self.formats()
+        let biases = try ev.map { try NumericInput.numbers($0, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") }
+        let bracket: BracketSettings? = biases.map { .exposureBias($0) }
+        var streams = [StreamRequest(role: StreamRole(rawValue: role)!)]
+        if output != nil && formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
+        if let preview {
+            let full = cam.sensorProfile?.fullResolution
+            streams.append(PreviewOptions.viewfinder(for: preview.display, sensor: (full?.width ?? 4, full?.height ?? 3)))
+        }
+        let config: CameraConfiguration
+        do {
+            config = try await session.start(streams: streams, preparedBracketCount: max(bracket?.count ?? 1, 1), sinks: preview.map { [$0] } ?? [],
+                                             framesPerSink: PreviewOptions.framesPerSink)
+        } catch let e as ShutterbugError where e.code == .invalidArgument {
+            throw ValidationError(e.message)
+        }
+        for a in config.adjustments { notice("adjusted: \(a)") }
+        var writer: PhotoFileWriter?
+        if let output {
+            let directory = try OutputDirectory(path: output, reserve: 64 << 20)
+            let description = cam.sensorProfile.map { CameraDescription(profile: $0) }
+                ?? CameraDescription(model: cam.info.model, blackLevel: 0, bitDepth: config.streams.compactMap { $0.pixelFormat.bayer?.bits }.first ?? 16)
+            writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: description)
+            try writer!.check(formats)
+        }
+
+        // The source, on the camera's clock.
+        let source: any TriggerSource
+        var gpioSource: GPIOTriggerSource?
+        if let gpio {
+            let edges: GPIOEdges = edge == "rising" ? .rising : edge == "both" ? .both : .falling
+            let g = try GPIOTriggerSource(line: gpio, edges: edges, bias: bias.flatMap(GPIOBias.init), activeLow: activeLow,
+                                          debounce: try debounce.map { try ExposureParser.parse($0) })
+            gpioSource = g
+            source = g
+            notice("waiting for \(edge) edges on \(gpio) (\(g.chipPath) line \(g.offset))")
+        } else if signal {
+            source = try SignalTriggerSource(signal: SIGUSR1, name: "SIGUSR1")
+            notice("waiting for SIGUSR1: kill -USR1 \(getpid())")
+        } else if keypress {
+            source = try KeypressTriggerSource()
+            notice("press Enter to capture")
+        } else {
+            let start = await session.latestFrame?.sensorTimestamp ?? MonotonicClock.now()
+            source = PatternTriggerSource(try Self.pattern(simulated!), count: 1_000_000, start: start + .milliseconds(100),
+                                          realTime: !camera.virtualTime)
+        }
+        if !json { print("trigger on \(cam.info.id): \(config.streams[0]), source \(source.name), policy \(policy)") }
+
+        let (events, post) = AsyncStream<Event>.makeStream()
+        let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
+        var tasks: [Task<Void, Never>] = []
+        if camera.virtualTime {
+            // The camera's clock runs as fast as the CPU allows, and only while someone wants
+            // frames: a monitor keeps it running, and each trigger is passed on once the
+            // camera's frames have reached its instant, as it would be in real time.
+            let frames = await session.requests(count: Int.max / 2)
+            tasks.append(Task {
+                var iterator = frames.makeAsyncIterator()
+                var now = SensorTime(nanoseconds: 0)
+                for await t in source.triggers() {
+                    while now < t.instant, let r = await iterator.next() { now = r.metadata.sensorTimestamp ?? now }
+                    post.yield(.trigger(t))
+                }
+                post.yield(.sourceEnded)
+            })
+        } else {
+            tasks.append(Task { for await t in source.triggers() { post.yield(.trigger(t)) }; post.yield(.sourceEnded) })
+        }
+        for s in stops { tasks.append(Task { for await _ in s.triggers() { post.yield(.stop(s.name)); return } }) }
+        if let duration { tasks.append(Task { try? await Task.sleep(for: .seconds(duration)); post.yield(.stop("--duration")) }) }
+
+        var q = try TriggerQueue(policy: TriggerPolicy(rawValue: policy)!, limit: queue)
+        var lags: [TriggerLag] = []
+        var stopping: String?
+        var sourceEnded = false
+        let settingsFormats = formats
+        let fileWriter = writer
+        let realTime = !camera.virtualTime
+        func start(_ actions: [TriggerQueue.Action]) {
+            for a in actions {
+                switch a {
+                case .capture(let t):
+                    Task { post.yield(.finished(t, await Self.capture(t, bracket: bracket, formats: settingsFormats, session: session, writer: fileWriter, realTime: realTime))) }
+                case .dropped(let t): if !json { print("trigger \(t.sequence): dropped (busy, --policy \(policy))") }
+                case .coalesced(let t): if !json { print("trigger \(t.sequence): coalesced into a later one") }
+                }
+            }
+        }
+        loop: for await e in events {
+            switch e {
+            case .trigger(let t):
+                if stopping == nil { start(q.arrived(t)) }
+            case .finished(let t, let result):
+                var failed = false
+                switch result {
+                case .success(let c):
+                    lags.append(c.lag)
+                    report(t, c)
+                case .failure(let error):
+                    notice("trigger \(t.sequence): \(error)")
+                    failed = true
+                }
+                if let count, q.counts.captured + q.counts.failed + 1 >= count, stopping == nil { stopping = "--count" }
+                // Once stopping, what waits is dropped and counted, not captured.
+                start(q.finished(failed: failed, stopping: stopping != nil))
+            case .stop(let why):
+                if stopping == nil { stopping = why }
+            case .sourceEnded:
+                sourceEnded = true
+            }
+            if (stopping != nil || sourceEnded) && q.busy == nil { break loop }
+        }
+        tasks.forEach { $0.cancel() }
+        stops.forEach { $0.stop() }
+        if let g = gpioSource {
+            g.stopAndWait()
+            q.lostBySource(g.kernelLost)
+        }
+        await session.stop()
+        if let preview {
+            preview.close()
+            notice(preview.summaryLine)
+        }
+        summary(q, lags: lags, why: stopping ?? "the trigger source ended", source: source.name)
+    }
+
+    /// One capture exposed after `t`, with its lags.
+    /// `realTime`: the camera's clock is CLOCK_MONOTONIC, so delivery and files are timed on it
+    /// too; in virtual time only the lag to exposure start (on the camera's clock) is meaningful.
+    static func capture(_ t: Trigger, bracket: BracketSettings?, formats: Set<PhotoFormat>, session: CaptureSession, writer: PhotoFileWriter?,
+                        realTime: Bool) async -> Result<Captured, ShutterbugError> {
+        let settings = PhotoSettings(bracket: bracket, formats: formats, exposedAfter: t.instant)
+        var c = Captured(lag: TriggerLag(trigger: t.instant, exposureStart: t.instant), sequences: [], files: [])
+        var firstStart: SensorTime?, delivered: SensorTime?
+        do {
+            if let writer {
+                for try await e in writer.capture(settings, on: session) {
+                    switch e {
+                    case .photoCaptured(_, let m):
+                        c.sequences.append(m.sequence)
+                        if firstStart == nil { firstStart = m.exposureStart; delivered = realTime ? MonotonicClock.now() : nil }
+                    case .fileWritten(let f): c.files.append(f.path)
+                    default: break
+                    }
+                }
+                c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered, filesWritten: realTime ? MonotonicClock.now() : nil)
+            } else {
+                for try await e in await session.capture(settings) {
+                    if case .photo(let p) = e {
+                        c.sequences.append(p.metadata.sequence)
+                        if firstStart == nil { firstStart = p.metadata.exposureStart; delivered = realTime ? MonotonicClock.now() : nil }
+                        p.release()
+                    }
+                }
+                c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered)
+            }
+            return .success(c)
+        } catch let e as ShutterbugError {
+            return .failure(e)
+        } catch {
+            return .failure(ShutterbugError(.system, "\(error)"))
+        }
+    }
+
+    private func us(_ d: Duration?) -> String { d.map { String(format2: $0.microsecondsValue / 1000) + " ms" } ?? "-" }
+
+    private func report(_ t: Trigger, _ c: Captured) {
+        if json {
+            var o = JSONObject()
+            o.add("trigger", Int(t.sequence))
+            o.add("source", t.source)
+            o.add("instantNs", t.instant.nanoseconds)
+            o.add("frames", numbers: c.sequences.map(Double.init))
+            o.add("lagToExposureStartUs", c.lag.toExposureStart.microsecondsValue)
+            o.add("lagToDeliveredUs", c.lag.toDelivered?.microsecondsValue)
+            o.add("lagToFilesUs", c.lag.toFiles?.microsecondsValue)
+            o.add("files", c.files)
+            print(o.text)
+        } else {
+            print("trigger \(t.sequence): frame\(c.sequences.count > 1 ? "s" : "") \(c.sequences.map(String.init).joined(separator: ",")), lag to exposure start \(us(c.lag.toExposureStart)), to delivered \(us(c.lag.toDelivered)), to files \(us(c.lag.toFiles))")
+        }
+    }
+
+    private func summary(_ q: TriggerQueue, lags: [TriggerLag], why: String, source: String) {
+        let c = q.counts
+        let dists = [("exposure start", LagDistribution(lags.map(\.toExposureStart))), ("delivered", LagDistribution(lags.compactMap(\.toDelivered))),
+                     ("files", LagDistribution(lags.compactMap(\.toFiles)))]
+        if json {
+            var o = JSONObject()
+            o.add("summary", true)
+            o.add("source", source)
+            o.add("stoppedBy", why)
+            o.add("seen", c.seen)
+            o.add("captured", c.captured)
+            o.add("failed", c.failed)
+            o.add("coalesced", c.coalesced)
+            o.add("dropped", c.dropped)
+            o.add("kernelDropped", c.kernelDropped)
+            for (name, d) in dists {
+                guard let d else { continue }
+                var l = JSONObject()
+                l.add("p50Us", d.p50.microsecondsValue)
+                l.add("p99Us", d.p99.microsecondsValue)
+                l.add("maxUs", d.max.microsecondsValue)
+                o.add("lagTo" + name.split(separator: " ").map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined(), object: l)
+            }
+            print(o.text)
+            return
+        }
+        print("stopped by \(why): \(c.seen) triggers seen, \(c.captured) captured, \(c.failed) failed, \(c.coalesced) coalesced, \(c.dropped) dropped by us, \(c.kernelDropped) lost by the kernel")
+        for (name, d) in dists {
+            guard let d else { continue }
+            print("  lag to \(name): p50 \(us(d.p50)), p99 \(us(d.p99)), max \(us(d.max)) over \(d.count)")
+        }
+    }
+}

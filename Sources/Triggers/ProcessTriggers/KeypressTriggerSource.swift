@@ -1,0 +1,80 @@
+import ShutterbugCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Enter on a terminal (or a line on standard input) as a trigger. Read on its own thread,
+/// which sleeps in poll until input or `stop()`; the instant is when the line is read. End of
+/// input ends the sequence.
+public final class KeypressTriggerSource: TriggerSource, @unchecked Sendable {
+    // `@unchecked Sendable`: fds fixed at init; the thread is the only reader.
+    public let name = "keypress"
+    private let input: Int32
+    private let wake: Int32
+    private let started = Atomic<Bool>(false)
+    private let thread = Mutex<OSThread?>(nil)
+
+    /// - Throws: when the wake-up pipe cannot be made.
+    public init(input: Int32 = 0) throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw ShutterbugError.fromErrno(-errno, while: "creating the keypress trigger's pipe") }
+        self.input = input
+        wake = fds[1]
+        readEnd = fds[0]
+    }
+
+    private let readEnd: Int32
+
+    deinit {
+        stop()
+        thread.withLock { $0 }?.join()
+        close(wake)
+        close(readEnd)
+    }
+
+    public func triggers() -> AsyncStream<Trigger> {
+        let (stream, out) = AsyncStream<Trigger>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        guard !started.exchange(true, ordering: .relaxed) else {
+            out.finish()
+            return stream
+        }
+        let t = OSThread { [self] in
+            read(into: out)
+            out.finish()
+        }
+        thread.withLock { $0 = t }
+        out.onTermination = { [weak self] _ in self?.stop() }
+        return stream
+    }
+
+    /// Ends the sequence. Idempotent.
+    public func stop() {
+        var b: UInt8 = 1
+        _ = write(wake, &b, 1)
+    }
+
+    private func read(into out: AsyncStream<Trigger>.Continuation) {
+        var fds = [pollfd(fd: input, events: Int16(POLLIN), revents: 0), pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)]
+        var sequence: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while true {
+            fds[0].revents = 0
+            fds[1].revents = 0
+            if poll(&fds, 2, -1) < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if fds[1].revents != 0 { return }
+            guard fds[0].revents & Int16(POLLIN | POLLHUP) != 0 else { continue }
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
+            guard n > 0 else { return }  // end of input
+            let now = MonotonicClock.now()
+            for byte in buffer.prefix(n) where byte == UInt8(ascii: "\n") {
+                sequence += 1
+                out.yield(Trigger(instant: now, source: name, sequence: sequence))
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `shutterbug trigger`: captures exposed after each trigger, every trigger accounted for.
+@Suite("trigger: a capture after each trigger, every trigger counted", .timeLimit(.minutes(3)))
+struct TriggerCLITests {
+    static var exe: String { OutputCLITests.exe }
+
+    static func summary(_ out: String) throws -> [String: Any] {
+        let last = try #require(out.split(separator: "\n").last { $0.contains("\"summary\"") })
+        return try #require(try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any])
+    }
+
+    @Test("simulated bursts with each policy: seen = captured + coalesced + dropped, and every capture's frame began after its trigger", arguments: ["queue", "coalesce", "drop"])
+    func policies(policy: String) async throws {
+        let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx477", "--virtual-time", "--role", "video", "--simulated", "burst:4,2ms,500ms",
+                                              "--count", "6", "--policy", policy, "--queue", "2", "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        let s = try Self.summary(r.out)
+        let (seen, captured, coalesced, dropped) = (s["seen"] as? Int ?? -1, s["captured"] as? Int ?? -1, s["coalesced"] as? Int ?? -1, s["dropped"] as? Int ?? -1)
+        #expect(captured == 6 && seen == captured + coalesced + dropped + (s["failed"] as? Int ?? 0), "\(s)")
+        switch policy {
+        case "queue": #expect(coalesced == 0)
+        case "coalesce": #expect(dropped == 0 && coalesced > 0)
+        default: #expect(coalesced == 0 && dropped > 0)
+        }
+        for line in r.out.split(separator: "\n") where line.contains("\"trigger\"") {
+            let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            #expect((o["lagToExposureStartUs"] as? Double ?? -1) >= 0, "\(line)")
+        }
+    }
+
+    @Test("Enter on standard input: each line a capture, written with its files and lags")
+    func keypress() async throws {
+        let dir = NSTemporaryDirectory() + "sb-trigger-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runChild("/bin/sh", ["-c", "printf '\\n\\n' | \"$1\" trigger --camera sim:imx477 --role video --keypress --count 2 --output \"$2\" --json", "sh", Self.exe, dir])
+        #expect(r.status == 0, "\(r.err)")
+        let s = try Self.summary(r.out)
+        #expect(s["captured"] as? Int == 2 && s["seen"] as? Int == 2, "\(s)")
+        let captures = r.out.split(separator: "\n").filter { $0.contains("\"trigger\"") }
+        #expect(captures.count == 2)
+        for line in captures {
+            let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            #expect((o["files"] as? [String])?.contains { $0.hasSuffix(".jpg") } == true, "\(line)")
+            #expect((o["lagToFilesUs"] as? Double ?? 0) >= (o["lagToDeliveredUs"] as? Double ?? .infinity), "\(line)")
+        }
+    }
+
+    @Test("bad source choices are refused with what to give", arguments: [
+        (["trigger", "--camera", "sim:imx477"], "exactly one trigger source"),
+        (["trigger", "--camera", "sim:imx477", "--signal", "--keypress"], "exactly one trigger source"),
+        (["trigger", "--camera", "sim:imx477", "--signal", "--virtual-time"], "CLOCK_MONOTONIC"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "often"], "regular:200ms"),
+        (["trigger", "--camera", "sim:imx477", "--gpio", "GPIO17", "--edge", "up"], "falling, rising or both"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--policy", "later"], "queue, coalesce or drop"),
+    ])
+    func refused(args: [String], says: String) async throws {
+        let r = try await runChild(Self.exe, args)
+        #expect(r.status == 64 && r.err.contains(says), "\(args): \(r.status) \(r.err)")
+    }
+
+    @Test("a GPIO line that does not exist is named in the error, with what was searched")
+    func noSuchLine() async throws {
+        let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx477", "--role", "video", "--gpio", "NO_SUCH_LINE", "--count", "1"])
+        #expect(r.status != 0 && r.err.contains("NO_SUCH_LINE"), "\(r.status) \(r.err)")
+    }
+}
