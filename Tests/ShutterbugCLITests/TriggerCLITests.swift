@@ -22,7 +22,8 @@ struct TriggerCLITests {
         #expect(captured == 6 && seen == captured + coalesced + dropped + (s["failed"] as? Int ?? 0), "\(s)")
         switch policy {
         case "queue": #expect(coalesced == 0)
-        case "coalesce": #expect(dropped == 0 && coalesced > 0)
+        // (With --count, the one trigger left waiting at the end is dropped, and counted.)
+        case "coalesce": #expect(dropped <= 1 && coalesced > 0)
         default: #expect(coalesced == 0 && dropped > 0)
         }
         for line in r.out.split(separator: "\n") where line.contains("\"trigger\"") {
