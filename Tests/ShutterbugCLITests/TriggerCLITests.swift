@@ -56,6 +56,9 @@ struct TriggerCLITests {
         (["trigger", "--camera", "sim:imx477", "--simulated", "often"], "regular:200ms"),
         (["trigger", "--camera", "sim:imx477", "--gpio", "GPIO17", "--edge", "up"], "falling, rising or both"),
         (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--policy", "later"], "queue, coalesce or drop"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:0ms"], "--simulated"),
+        (["trigger", "--camera", "sim:imx477", "--gpio", "GPIO17", "--debounce", "-5ms"], "--debounce"),
+        (["trigger", "--camera", "sim:imx477", "--gpio", "GPIO17", "--debounce", "2s"], "1 µs to 1 s"),
     ])
     func refused(args: [String], says: String) async throws {
         let r = try await runChild(Self.exe, args)

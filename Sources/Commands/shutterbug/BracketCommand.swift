@@ -96,7 +96,10 @@ struct Bracket: AsyncParsableCommand {
         return ColourGains(red: v[0], blue: v[1])
     }
 
-    func formats() throws -> Set<PhotoFormat> {
+    func formats() throws -> Set<PhotoFormat> { try Self.formats(parsing: format) }
+
+    /// `--format`: dng, jpeg or both, comma-separated (shared with `trigger`).
+    static func formats(parsing format: String) throws -> Set<PhotoFormat> {
         var set = Set<PhotoFormat>()
         for item in format.split(separator: ",") {
             let word = item.trimmingCharacters().lowercased()
@@ -108,6 +111,12 @@ struct Bracket: AsyncParsableCommand {
         }
         guard !set.isEmpty else { throw ValidationError("--format takes dng, jpeg or dng,jpeg, not '\(format)'") }
         return set
+    }
+
+    /// What the files say about the camera: its profile, or what libcamera reports of it.
+    static func cameraDescription(_ cam: any CameraBackend, _ config: CameraConfiguration) -> CameraDescription {
+        cam.sensorProfile.map { CameraDescription(profile: $0) }
+            ?? CameraDescription(model: cam.info.model, blackLevel: 0, bitDepth: config.streams.compactMap { $0.pixelFormat.bayer?.bits }.first ?? 16)
     }
 
     func bracketSettings() throws -> BracketSettings {
@@ -153,8 +162,7 @@ struct Bracket: AsyncParsableCommand {
         let preview = previewOptions.open()
         defer { preview?.close() }
         if let preview {
-            let full = cam.sensorProfile?.fullResolution
-            streams.append(PreviewOptions.viewfinder(for: preview.display, sensor: (full?.width ?? 4, full?.height ?? 3)))
+            streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam))
         }
         let config: CameraConfiguration
         do {
@@ -180,8 +188,7 @@ struct Bracket: AsyncParsableCommand {
         var writer: PhotoFileWriter?
         if let output {
             let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
-            let description = cam.sensorProfile.map { CameraDescription(profile: $0) }
-                ?? CameraDescription(model: cam.info.model, blackLevel: 0, bitDepth: config.streams.compactMap { $0.pixelFormat.bayer?.bits }.first ?? 16)
+            let description = Bracket.cameraDescription(cam, config)
             writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: description,
                                          template: try FileNameTemplate(validating: name), jpegQuality: quality, contactSheet: contactSheet)
             try writer!.check(formats)

@@ -35,7 +35,7 @@ struct CameraOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Simulated camera: the scene, grating (grey, for focus and exposure) or chart (a 24-patch ColorChecker with the published colours).", valueName: "grating|chart"))
     var scene: String = "grating"
 
-    @Option(name: .long, help: ArgumentHelp("Simulated camera: the light on the scene, a colour temperature in kelvin (2000...10000) or d65 (6504 K), d50 (5003 K), warm (3000 K), tungsten (2856 K).", valueName: "K|name"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: the light on the scene, a colour temperature in kelvin (2000...10000) or d65 (6504 K), d50 (5003 K), warm (3000 K), tungsten (2856 K).", valueName: "K|name"))
     var illuminant: String = "5000"
 
     @Flag(name: .long, help: "Simulated camera: run in virtual time, as fast as the CPU allows, instead of real time.")

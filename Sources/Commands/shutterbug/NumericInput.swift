@@ -16,8 +16,9 @@ enum NumericInput {
         }
     }
 
-    /// An exposure time from the CLI (`1/250`, `4ms`, `0.5s`), inside `range`.
-    static func exposure(_ text: Substring, _ name: String, in range: ClosedRange<Double> = 1e-6...3600) throws -> Duration {
+    /// An exposure time from the CLI (`1/250`, `4ms`, `0.5s`), inside `range`; `kind` names
+    /// it in the message ("a time" for a debounce or a trigger pattern).
+    static func exposure(_ text: Substring, _ name: String, in range: ClosedRange<Double> = 1e-6...3600, kind: String = "an exposure") throws -> Duration {
         let seconds: Double
         do {
             seconds = try ExposureParser.seconds(String(text))
@@ -25,7 +26,7 @@ enum NumericInput {
             throw ValidationError("\(name): \(e.message)")
         }
         guard seconds.isFinite, range.contains(seconds) else {
-            throw ValidationError("\(name) must be an exposure from \(show(range.lowerBound * 1e6)) µs to \(show(range.upperBound)) s, not '\(text)' (\(show(seconds)) s)")
+            throw ValidationError("\(name) must be \(kind) from \(show(range.lowerBound * 1e6)) µs to \(show(range.upperBound)) s, not '\(text)' (\(show(seconds)) s)")
         }
         return .seconds(exactly: seconds)
     }

@@ -55,8 +55,7 @@ struct Preview: AsyncParsableCommand {
         sink.eventDelay = .microseconds(Int64(eventDelay * 1000))
         let cam = try camera.open()
         defer { cam.release() }
-        let full = cam.sensorProfile?.fullResolution
-        let stream = PreviewOptions.viewfinder(for: sink.display, sensor: (full?.width ?? sink.display.mode.width, full?.height ?? sink.display.mode.height))
+        let stream = PreviewOptions.viewfinder(for: sink.display, camera: cam)
         let session = CaptureSession(backend: cam)
         let config = try await session.start(streams: [stream], preparedBracketCount: 1, sinks: [sink], framesPerSink: PreviewOptions.framesPerSink)
         if !json { print("preview of \(cam.info.id) \(config.streams[0]) on \(sink.display.card.path) \(sink.display.connector.name) \(sink.display.mode)") }

@@ -36,6 +36,15 @@ struct PreviewOptions: ParsableArguments {
     /// Frames a preview sink may hold: the one on screen and the one waiting for its flip.
     static let framesPerSink = 2
 
+    /// The viewfinder stream for `camera` on a display, at the aspect of its sensor (the
+    /// profile's full resolution, else the pixel array libcamera reports, else the mode's).
+    static func viewfinder(for display: Display, camera: any CameraBackend) -> StreamRequest {
+        let full = camera.sensorProfile?.fullResolution
+        let w = full?.width ?? camera.info.pixelArrayWidth ?? display.mode.width
+        let h = full?.height ?? camera.info.pixelArrayHeight ?? display.mode.height
+        return viewfinder(for: display, sensor: (w, h))
+    }
+
     /// The viewfinder stream for a display: XRGB8888 at the largest size of the sensor's
     /// aspect that fits the mode (the Pi's Viewfinder role at display size).
     /// Within 1% of the mode in both directions it is the mode itself, so a plane that cannot

@@ -36,7 +36,7 @@ struct TriggerCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("GPIO edges that trigger: falling (a button to ground), rising or both.", valueName: "edge"))
     var edge: String = "falling"
 
-    @Option(name: .long, help: ArgumentHelp("GPIO debounce by the kernel: 10ms, 500us (0...1s).", valueName: "time"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("GPIO debounce by the kernel: 10ms, 500us (1 µs...1 s).", valueName: "time"))
     var debounce: String?
 
     @Option(name: .long, help: ArgumentHelp("GPIO bias: pull-up, pull-down or disabled (default: as the line is).", valueName: "bias"))
@@ -86,10 +86,7 @@ struct TriggerCommand: AsyncParsableCommand {
         guard sources == 1 else { throw ValidationError("give exactly one trigger source: --gpio LINE, --signal, --keypress or --simulated PATTERN") }
         guard ["falling", "rising", "both"].contains(edge) else { throw ValidationError("--edge must be falling, rising or both, not '\(edge)'") }
         if let bias, GPIOBias(rawValue: bias) == nil { throw ValidationError("--bias must be pull-up, pull-down or disabled, not '\(bias)'") }
-        if let debounce {
-            let d = try ExposureParser.parse(debounce)
-            guard d >= .zero && d <= .seconds(1) else { throw ValidationError("--debounce must be in 0...1 s, not \(debounce)") }
-        }
+        _ = try debouncePeriod()
         if let simulated { _ = try Self.pattern(simulated) }
         if let ev { _ = try NumericInput.numbers(ev, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") }
         guard TriggerPolicy(rawValue: policy) != nil else { throw ValidationError("--policy must be queue, coalesce or drop, not '\(policy)'") }
@@ -103,17 +100,11 @@ struct TriggerCommand: AsyncParsableCommand {
         _ = try formats()
     }
 
-    func formats() throws -> Set<PhotoFormat> {
-        var set = Set<PhotoFormat>()
-        for item in format.split(separator: ",") {
-            switch item.lowercased() {
-            case "dng", "raw": set.insert(.dng)
-            case "jpeg", "jpg": set.insert(.jpeg)
-            default: throw ValidationError("--format takes dng, jpeg or dng,jpeg, not '\(format)'")
-            }
-        }
-        guard !set.isEmpty else { throw ValidationError("--format takes dng, jpeg or dng,jpeg, not '\(format)'") }
-        return set
+    func formats() throws -> Set<PhotoFormat> { try Bracket.formats(parsing: format) }
+
+    /// The kernel's debounce period, 1 µs...1 s.
+    func debouncePeriod() throws -> Duration? {
+        try debounce.map { try NumericInput.exposure(Substring($0), "--debounce", in: 1e-6...1, kind: "a time") }
     }
 
     /// regular:200ms, poisson:200ms, burst:3,10ms,1s.
@@ -121,11 +112,7 @@ struct TriggerCommand: AsyncParsableCommand {
         let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
         let form = "--simulated takes regular:200ms, poisson:200ms or burst:3,10ms,1s"
         guard parts.count == 2 else { throw ValidationError("\(form), not '\(text)'") }
-        func time(_ s: String) throws -> Duration {
-            let d = try ExposureParser.parse(s)
-            guard d >= .milliseconds(1) && d <= .seconds(3600) else { throw ValidationError("\(form): times in 1 ms...3600 s, not \(s)") }
-            return d
-        }
+        func time(_ s: String) throws -> Duration { try NumericInput.exposure(Substring(s), "--simulated", in: 0.001...3600, kind: "a time") }
         switch parts[0] {
         case "regular": return .regular(period: try time(parts[1]))
         case "poisson": return .poisson(mean: try time(parts[1]), seed: 1)
@@ -163,8 +150,7 @@ struct TriggerCommand: AsyncParsableCommand {
         var streams = [StreamRequest(role: StreamRole(rawValue: role)!)]
         if output != nil && formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
         if let preview {
-            let full = cam.sensorProfile?.fullResolution
-            streams.append(PreviewOptions.viewfinder(for: preview.display, sensor: (full?.width ?? 4, full?.height ?? 3)))
+            streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam))
         }
         let config: CameraConfiguration
         do {
@@ -177,8 +163,7 @@ struct TriggerCommand: AsyncParsableCommand {
         var writer: PhotoFileWriter?
         if let output {
             let directory = try OutputDirectory(path: output, reserve: 64 << 20)
-            let description = cam.sensorProfile.map { CameraDescription(profile: $0) }
-                ?? CameraDescription(model: cam.info.model, blackLevel: 0, bitDepth: config.streams.compactMap { $0.pixelFormat.bayer?.bits }.first ?? 16)
+            let description = Bracket.cameraDescription(cam, config)
             writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: description)
             try writer!.check(formats)
         }
@@ -189,7 +174,7 @@ struct TriggerCommand: AsyncParsableCommand {
         if let gpio {
             let edges: GPIOEdges = edge == "rising" ? .rising : edge == "both" ? .both : .falling
             let g = try GPIOTriggerSource(line: gpio, edges: edges, bias: bias.flatMap(GPIOBias.init), activeLow: activeLow,
-                                          debounce: try debounce.map { try ExposureParser.parse($0) })
+                                          debounce: try debouncePeriod())
             gpioSource = g
             source = g
             notice("waiting for \(edge) edges on \(gpio) (\(g.chipPath) line \(g.offset))")

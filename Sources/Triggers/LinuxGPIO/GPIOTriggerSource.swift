@@ -18,8 +18,7 @@ public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
     private let request: GPIOEdgeRequest
     private let wake: Int32
     private let counters = Mutex((edges: 0, kernelLost: 0, stopped: false))
-    private let started = Atomic<Bool>(false)
-    private let thread = Mutex<OSThread?>(nil)
+    private let reader = TriggerReaderThread()
 
     /// Edges read, and edges the kernel reports it lost.
     public var edgesRead: Int { counters.withLock { $0.edges } }
@@ -75,26 +74,13 @@ public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
 
     /// The edges as triggers. One sequence per source: a second call gets an empty one.
     public func triggers() -> AsyncStream<Trigger> {
-        let (stream, out) = AsyncStream<Trigger>.makeStream(bufferingPolicy: .bufferingNewest(1024))
-        guard !started.exchange(true, ordering: .relaxed) else {
-            out.finish()
-            return stream
-        }
-        let t = OSThread { [self] in
-            read(into: out)
-            out.finish()
-        }
-        thread.withLock { $0 = t }
-        // The consumer going away ends the reading thread too (not joined here: this may run
-        // on the reading thread itself, when it finishes the sequence).
-        out.onTermination = { [weak self] _ in self?.stop() }
-        return stream
+        reader.stream(stop: { [weak self] in self?.stop() }, read: { [self] in read(into: $0) })
     }
 
     /// `stop()`, then waits for the reading thread to end.
     public func stopAndWait() {
         stop()
-        thread.withLock { $0 }?.join()
+        reader.join()
     }
 
     private func read(into out: AsyncStream<Trigger>.Continuation) {

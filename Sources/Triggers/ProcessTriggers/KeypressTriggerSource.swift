@@ -13,8 +13,7 @@ public final class KeypressTriggerSource: TriggerSource, @unchecked Sendable {
     public let name = "keypress"
     private let input: Int32
     private let wake: Int32
-    private let started = Atomic<Bool>(false)
-    private let thread = Mutex<OSThread?>(nil)
+    private let reader = TriggerReaderThread()
 
     /// - Throws: when the wake-up pipe cannot be made.
     public init(input: Int32 = 0) throws {
@@ -29,24 +28,13 @@ public final class KeypressTriggerSource: TriggerSource, @unchecked Sendable {
 
     deinit {
         stop()
-        thread.withLock { $0 }?.join()
+        reader.join()
         close(wake)
         close(readEnd)
     }
 
     public func triggers() -> AsyncStream<Trigger> {
-        let (stream, out) = AsyncStream<Trigger>.makeStream(bufferingPolicy: .bufferingNewest(1024))
-        guard !started.exchange(true, ordering: .relaxed) else {
-            out.finish()
-            return stream
-        }
-        let t = OSThread { [self] in
-            read(into: out)
-            out.finish()
-        }
-        thread.withLock { $0 = t }
-        out.onTermination = { [weak self] _ in self?.stop() }
-        return stream
+        reader.stream(stop: { [weak self] in self?.stop() }, read: { [self] in read(into: $0) })
     }
 
     /// Ends the sequence. Idempotent.

@@ -16,8 +16,7 @@ public final class SignalTriggerSource: TriggerSource, @unchecked Sendable {
     public let name: String
     private let readEnd: Int32
     private var wake: [Int32] = [0, 0]
-    private let started = Atomic<Bool>(false)
-    private let thread = Mutex<OSThread?>(nil)
+    private let reader = TriggerReaderThread()
 
     /// - Throws: when the handler or the pipes cannot be set up.
     public init(signal: Int32 = SIGUSR1, name: String = "SIGUSR1") throws {
@@ -35,7 +34,7 @@ public final class SignalTriggerSource: TriggerSource, @unchecked Sendable {
 
     deinit {
         stop()
-        thread.withLock { $0 }?.join()
+        reader.join()
         sbshim_signal_default(signal)
         close(readEnd)
         close(wake[0])
@@ -43,18 +42,7 @@ public final class SignalTriggerSource: TriggerSource, @unchecked Sendable {
     }
 
     public func triggers() -> AsyncStream<Trigger> {
-        let (stream, out) = AsyncStream<Trigger>.makeStream(bufferingPolicy: .bufferingNewest(1024))
-        guard !started.exchange(true, ordering: .relaxed) else {
-            out.finish()
-            return stream
-        }
-        let t = OSThread { [self] in
-            read(into: out)
-            out.finish()
-        }
-        thread.withLock { $0 = t }
-        out.onTermination = { [weak self] _ in self?.stop() }
-        return stream
+        reader.stream(stop: { [weak self] in self?.stop() }, read: { [self] in read(into: $0) })
     }
 
     /// Ends the sequence (the signal stays handled until the source goes). Idempotent.

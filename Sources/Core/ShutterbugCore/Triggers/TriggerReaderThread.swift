@@ -1,0 +1,32 @@
+import Synchronization
+
+/// The thread a trigger source blocks on (a GPIO line, a signal pipe, a terminal), started
+/// once, feeding one sequence of triggers: a second `stream` call gets an empty one.
+public final class TriggerReaderThread: Sendable {
+    private let started = Atomic<Bool>(false)
+    private let thread = Mutex<OSThread?>(nil)
+
+    public init() {}
+
+    /// Starts `read` on a new thread; the sequence ends when it returns. `stop` runs when the
+    /// consumer goes away (not joined there: that may be on the reading thread itself).
+    public func stream(stop: @escaping @Sendable () -> Void, read: @escaping @Sendable (AsyncStream<Trigger>.Continuation) -> Void) -> AsyncStream<Trigger> {
+        let (stream, out) = AsyncStream<Trigger>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        guard !started.exchange(true, ordering: .relaxed) else {
+            out.finish()
+            return stream
+        }
+        let t = OSThread {
+            read(out)
+            out.finish()
+        }
+        thread.withLock { $0 = t }
+        out.onTermination = { _ in stop() }
+        return stream
+    }
+
+    /// Waits for the reading thread to end, if it was started.
+    public func join() {
+        thread.withLock { $0 }?.join()
+    }
+}
