@@ -151,5 +151,33 @@ struct GPIOTriggerBoardTests {
             #expect(lag.toExposureStart < .milliseconds(250), "trigger \(t.sequence): lag \(lag.toExposureStart)")
         }
     }
+
+    @Test("an output line (a busy LED) on gpio-sim: inactive when requested, active while any holder holds it, active-low inverted, inactive again when released")
+    func busyLine() throws {
+        let (chip, line0) = try BoardTests().simulatedChip()
+        let value = line0.replacingOccurrences(of: "sim_gpio0", with: "sim_gpio1") + "/value"
+        func level() throws -> String { try String(contentsOfFile: value, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines) }
+        do {
+            let busy = try GPIOOutputLine.request(line: "\(chip.name):1")
+            #expect(try level() == "0")
+            try busy.hold()
+            #expect(try level() == "1")
+            try busy.hold()
+            try busy.release()
+            #expect(try level() == "1", "still held by one capture")
+            try busy.release()
+            #expect(try level() == "0")
+            try busy.release()
+            #expect(try level() == "0", "a release too many changes nothing")
+            #expect(busy.changes == 2)
+        }
+        let inverted = try GPIOOutputLine.request(line: "\(chip.name):1", activeLow: true)
+        #expect(try level() == "1", "active-low: inactive is high")
+        try inverted.hold()
+        #expect(try level() == "0")
+        try inverted.release()
+        #expect(try level() == "1")
+        #expect(throws: ShutterbugError.self) { try GPIOOutputLine.request(line: "\(chip.name):99") }
+    }
 }
 }

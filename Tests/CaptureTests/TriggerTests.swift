@@ -60,4 +60,48 @@ struct TriggerTests {
             #expect(previous.exposureStart! < t.instant, "trigger \(t.sequence): frame \(previous.sequence) also qualified")
         }
     }
+
+    @Test("external trigger (the IMX296's trigger_mode): each pulse exposes one frame from its instant for its width + 14.26 µs, none between pulses; a pulse during readout is ignored and counted")
+    func externalTrigger() async throws {
+        var o = SimulationOptions()
+        o.clock = .virtual
+        o.externalTrigger = true
+        let profile = SensorProfile.imx296
+        let offset = try #require(profile.externalTrigger).exposureOffset
+        #expect(offset == .nanoseconds(14_260))
+        let cam = SimulatedCamera(profile: profile, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        let width = Duration.microseconds(3000)
+        // Fixed exposure, gain and colour gains: nothing to converge, so no start-up frames.
+        try await session.start(stream: StreamRequest(role: .viewfinder, width: 640, height: 480), preparedBracketCount: 1,
+                                controls: CameraControls(aeEnabled: false, exposureTime: width + offset, analogueGain: Gain(1), awbEnabled: false,
+                                                         colourGains: profile.colour.gains(kelvin: 5000)))
+        let frames = await session.frames(buffering: 64)
+        let t0 = MonotonicClock.now() + .seconds(1)
+        let readout = profile.fullResolution.readoutTime
+        // The third pulse comes while the second frame is read out: the sensor ignores it.
+        let pulses = [t0, t0 + .milliseconds(100), t0 + .milliseconds(100) + width + readout / 2, t0 + .milliseconds(300)]
+        var photos: [FrameMetadata] = []
+        for (i, p) in pulses.enumerated() {
+            try cam.pulse(at: p, width: width)
+            if i == 2 { continue }
+            let r = try await record(await session.capture(PhotoSettings(exposedAfter: p)))
+            photos.append(r.photos[0].metadata)
+        }
+        #expect(photos.map(\.sequence) == [0, 1, 2], "one frame per pulse, in order")
+        for (m, p) in zip(photos, [pulses[0], pulses[1], pulses[3]]) {
+            #expect(m.exposureStart == p, "frame \(m.sequence) began exposing \(String(describing: m.exposureStart.map { $0 - p })) after its pulse")
+            #expect(m.exposureTime == width + offset)
+        }
+        #expect(cam.pulsesIgnored == 1)
+        // The frames the session saw are exactly the three pulses' frames: nothing free-ran.
+        var seen: [UInt32] = []
+        for await m in frames {
+            seen.append(m.sequence)
+            if m.sequence >= 2 { break }
+        }
+        #expect(seen == [0, 1, 2])
+        #expect(throws: ShutterbugError.self) { try cam.pulse(at: t0 + .seconds(1), width: .seconds(20)) }
+    }
 }

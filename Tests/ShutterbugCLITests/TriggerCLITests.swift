@@ -59,6 +59,10 @@ struct TriggerCLITests {
         (["trigger", "--camera", "sim:imx477", "--simulated", "regular:0ms"], "--simulated"),
         (["trigger", "--camera", "sim:imx477", "--gpio", "GPIO17", "--debounce", "-5ms"], "--debounce"),
         (["trigger", "--camera", "sim:imx477", "--gpio", "GPIO17", "--debounce", "2s"], "1 µs to 1 s"),
+        (["trigger", "--camera", "sim:imx477", "--external-trigger", "--simulated", "regular:1s"], "needs sim:imx296"),
+        (["trigger", "--camera", "sim:imx296", "--external-trigger", "--simulated", "regular:1s", "--ev", "-1,1"], "free-running"),
+        (["trigger", "--camera", "sim:imx296", "--external-trigger", "--simulated", "regular:1s", "--pulse-width", "1us"], "29.62 µs...15.50 s"),
+        (["trigger", "--camera", "sim:imx296", "--external-trigger", "--simulated", "regular:1s", "--pulse-width", "20s"], "1 µs to 15 s"),
     ])
     func refused(args: [String], says: String) async throws {
         let r = try await runChild(Self.exe, args)
@@ -69,5 +73,33 @@ struct TriggerCLITests {
     func noSuchLine() async throws {
         let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx477", "--role", "video", "--gpio", "NO_SUCH_LINE", "--count", "1"])
         #expect(r.status != 0 && r.err.contains("NO_SUCH_LINE"), "\(r.status) \(r.err)")
+    }
+
+    @Test("the Global Shutter camera in external-trigger mode: every pulse exposes its frame from the trigger's instant (lag 0) for the pulse's width + 14.26 µs, recorded in the sidecar")
+    func externalTrigger() async throws {
+        // The pulse's frame completes about width + readout (16 ms) + 4 ms after the edge; the
+        // capture must be asked for by then. A wide pulse leaves time for a loaded machine.
+        let dir = NSTemporaryDirectory() + "sb-trigger-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx296", "--external-trigger", "--pulse-width", "100ms", "--simulated", "regular:300ms",
+                                              "--count", "3", "--output", dir, "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        let s = try Self.summary(r.out)
+        #expect(s["captured"] as? Int == 3, "\(s)")
+        let sidecars = r.out.split(separator: "\n").filter { $0.contains("\"trigger\"") }.compactMap { line -> String? in
+            let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(o?["lagToExposureStartUs"] as? Double == 0, "\(line)")
+            return (o?["files"] as? [String])?.first { $0.hasSuffix(".json") }
+        }
+        #expect(sidecars.count == 3)
+        for path in sidecars {
+            let doc = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+            let trigger = try #require(doc["trigger"] as? [String: Any], "\(path) has no trigger")
+            #expect(trigger["lagToExposureStartUs"] as? Double == 0)
+            #expect((trigger["source"] as? String)?.hasPrefix("simulated regular") == true)
+            let frame = try #require(((doc["steps"] as? [[String: Any]])?.first?["frame"]) as? [String: Any])
+            #expect(frame["exposureTimeUs"] as? Double == 100_014.26, "\(frame)")
+            #expect(frame["exposureStartNs"] as? Int == trigger["instantNs"] as? Int)
+        }
     }
 }

@@ -35,9 +35,11 @@ step grep -q '"path":"zero-copy"' <<<"$out"
 step grep -q '"shown":[1-9]' <<<"$out"
 # A GPIO shutter: gpio-sim's "shutter" line pulled up three times fires three captures, each
 # from a frame exposed after its edge.
+# Line 1 of the same chip is the busy line, held while each capture runs.
 pull=$(ls /sys/devices/platform/gpio-sim.*/gpiochip*/sim_gpio0/pull | head -1)
+chip=$(basename "$(dirname "$(dirname "$pull")")")
 echo pull-down > "$pull"
-"$build/shutterbug" trigger --camera sim:imx477 --role video --gpio shutter --edge rising --count 3 --json >/tmp/trigger.out 2>/tmp/trigger.err &
+"$build/shutterbug" trigger --camera sim:imx477 --role video --gpio shutter --edge rising --count 3 --busy-line "$chip:1" --json >/tmp/trigger.out 2>/tmp/trigger.err &
 pid=$!
 for _ in $(seq 1 300); do grep -q "waiting for rising edges" /tmp/trigger.err && break; sleep 0.1; done
 for _ in 1 2 3; do echo pull-up > "$pull"; echo pull-down > "$pull"; done
@@ -45,6 +47,18 @@ timeout 60 tail --pid=$pid -f /dev/null
 cat /tmp/trigger.err /tmp/trigger.out
 step grep -q '"captured":3' /tmp/trigger.out
 step test "$(grep -c '"lagToExposureStartUs":[0-9]' /tmp/trigger.out)" -eq 3
+step test "$(grep -c '"busyUs":[0-9]' /tmp/trigger.out)" -eq 3
+step test "$(cat "$(dirname "$pull")/../sim_gpio1/value")" = 0
+# The Global Shutter camera in external-trigger mode: the edge starts the exposure itself.
+echo pull-down > "$pull"
+"$build/shutterbug" trigger --camera sim:imx296 --external-trigger --pulse-width 2ms --gpio shutter --edge rising --count 2 --json >/tmp/trigger.out 2>/tmp/trigger.err &
+pid=$!
+for _ in $(seq 1 300); do grep -q "waiting for rising edges" /tmp/trigger.err && break; sleep 0.1; done
+for _ in 1 2; do echo pull-up > "$pull"; echo pull-down > "$pull"; done
+timeout 60 tail --pid=$pid -f /dev/null
+cat /tmp/trigger.err /tmp/trigger.out
+step grep -q '"captured":2' /tmp/trigger.out
+step test "$(grep -c '"lagToExposureStartUs":0,' /tmp/trigger.out)" -eq 2
 out=$("$build/shutterbug" cameras 2>&1)
 echo "$out"
 step grep -q "platform/vimc" <<<"$out"

@@ -39,9 +39,16 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     /// Virtual-time gate (`allowFrames`): off until a consumer first uses it.
     private var gated = false
     private var framesAllowed = true
+    /// External-trigger mode: pulses waiting for the sensor, and those it ignored.
+    private var pulses = Ring<(start: SensorTime, width: Duration)>(capacity: 64)
+    private var ignoredPulses = 0
 
     /// Creates a simulated camera with a sensor profile.
+    ///
+    /// - Precondition: `options.externalTrigger` only for a profile with an external trigger
+    ///   (`init(checking:options:)` throws instead).
     public init(profile: SensorProfile, options: SimulationOptions = SimulationOptions()) {
+        precondition(!options.externalTrigger || profile.externalTrigger != nil, "\(profile.model) has no external trigger")
         self.profile = profile
         self.options = options
         self.mode = profile.fullResolution
@@ -51,7 +58,53 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             isSimulated: true)
     }
 
+    /// As `init(profile:options:)`, with a clear error for external-trigger mode on a sensor
+    /// without a trigger input.
+    public convenience init(checking profile: SensorProfile, options: SimulationOptions) throws {
+        if options.externalTrigger && profile.externalTrigger == nil {
+            let able = SensorProfile.catalogue.filter { $0.externalTrigger != nil }.map { "sim:\($0.model)" }
+            throw ShutterbugError(.invalidArgument,
+                                  "\(profile.model) has no external trigger input; external-trigger mode needs \(able.joined(separator: " or "))")
+        }
+        self.init(profile: profile, options: options)
+    }
+
     deinit { release() }
+
+    // MARK: External trigger
+
+    /// Whether the sensor waits for trigger pulses instead of free-running.
+    public var isExternallyTriggered: Bool { options.externalTrigger }
+    public var framesOnTriggerOnly: Bool { options.externalTrigger }
+
+    /// A trigger pulse on the sensor's trigger input (the IMX296's XTR): the sensor exposes one
+    /// frame from `start` for `width` plus its offset. A pulse that starts before the previous
+    /// frame's readout has ended is ignored, as the sensor ignores it, and counted.
+    ///
+    /// - Throws: `.invalidState` unless the camera is in external-trigger mode;
+    ///   `.invalidArgument` for a width outside the sensor's exposure range.
+    public func pulse(at start: SensorTime, width: Duration) throws {
+        guard options.externalTrigger, let t = profile.externalTrigger else {
+            throw ShutterbugError(.invalidState, "\(info.id) is not in external-trigger mode")
+        }
+        let range = profile.exposureRange(in: sensorMode)
+        let exposure = width + t.exposureOffset
+        guard range.contains(exposure) else {
+            throw ShutterbugError(.invalidArgument,
+                                  "a pulse of \(width.preciseDescription) exposes for \(exposure.preciseDescription); \(profile.model) exposes \(range.lowerBound.preciseDescription)...\(range.upperBound.preciseDescription) (pulse width + \(t.exposureOffset.preciseDescription))")
+        }
+        lock.withLock {
+            if pulses.count == pulses.capacity {
+                ignoredPulses += 1
+                return
+            }
+            pulses.append((start, width))
+            lock.broadcast()
+        }
+    }
+
+    /// Pulses the sensor ignored (one came during the previous frame's readout).
+    public var pulsesIgnored: Int { lock.withLock { ignoredPulses } }
 
     /// The sensor mode chosen by the last `configure`.
     public var sensorMode: SensorMode { lock.withLock { mode } }
@@ -314,7 +367,23 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
         let faults = options.faults
         var faultRNG = SplitMix64(seed: options.seed ^ 0xFA17)
         var injected: Duration?
+        let triggered = options.externalTrigger
         while true {
+            if triggered {
+                // The sensor sleeps until a pulse comes; one that starts while the previous
+                // frame is still being read out is ignored, as the sensor ignores it.
+                let pulse: (start: SensorTime, width: Duration)? = lock.withLock {
+                    while true {
+                        while !stopping, !lost, pulses.isEmpty { lock.wait() }
+                        if stopping || lost { return nil }
+                        let p = pulses.popFirst()!
+                        if p.start >= pipeline.nextTriggerAllowed || pipeline.sequence == 0 { return p }
+                        ignoredPulses += 1
+                    }
+                }
+                guard let pulse else { return }
+                pipeline.trigger(at: pulse.start, width: pulse.width)
+            }
             let timing = pipeline.beginFrame()
             if let f = faults.disconnectAtFrame, timing.sequence >= f {
                 let cancelled = lock.withLock { () -> [CompletedRequest] in
@@ -374,7 +443,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                     return slotBoxes[slot]
                 }
                 let failed = faults.requestErrorProbability > 0 && faultRNG.unit() < faults.requestErrorProbability
-                let startup = frame.metadata.sequence < options.startupFrames
+                let startup = frame.metadata.sequence < pipeline.startupFrames
                 completions.push(CompletedRequest(
                     slot: slot, cookie: frame.request.cookie, status: failed ? .error : startup ? .startup : .complete,
                     metadata: frame.metadata, buffers: boxes, requestSequence: frame.requestSequence))

@@ -103,6 +103,12 @@ public struct SimulatedPipeline: Sendable {
     var previousReadout: SensorTime
     let startTime: SensorTime
     var pendingTiming: FrameTiming?
+    /// External-trigger mode: the pulse that starts the next frame's exposure.
+    var pulse: (start: SensorTime, width: Duration)?
+    /// Frames flagged as start-up frames after this start: the Pi's IPA counts its AGC's and
+    /// AWB's convergence frames only for the algorithms running in auto (`IpaBase::start`), so
+    /// a start with fixed exposure, gain and colour gains has none.
+    public private(set) var startupFrames: Int
 
     // IPA state: what the algorithms aim for.
     var agc: AGCState
@@ -147,8 +153,11 @@ public struct SimulatedPipeline: Sendable {
         let m = tuning.correction(kelvin: awbKelvin)
         self.reportedMatrix = (awbKelvin, m, m.elements)
         self.current = SensorSettings(exposureLines: 1, gainCode: 0, frameLengthLines: 1, digitalGain: 1)
+        self.startupFrames = options.startupFrames
         current = agcSettings(filtered: false)
         apply(controls)
+        let autoExposure = agc.enabled && (agc.manualExposure == nil || agc.manualGain == nil)
+        if !autoExposure && !awbEnabled { startupFrames = 0 }
         current = agcSettings(filtered: false)
         // A Pi that returns start-up frames starts the AGC from its default exposure, well
         // off the scene's, and converges over those frames (CAMERA-FACTS §9).
@@ -171,9 +180,16 @@ public struct SimulatedPipeline: Sendable {
             inForceRequest = w.request
             _ = writes.popFirst()
         }
-        let fd = mode.lineTime * current.frameLengthLines
-        let exposure = mode.lineTime * current.exposureLines
-        let readout = previousReadout + fd
+        var fd = mode.lineTime * current.frameLengthLines
+        var exposure = mode.lineTime * current.exposureLines
+        var readout = previousReadout + fd
+        if let p = pulse, let t = profile.externalTrigger {
+            // Triggered: the exposure begins with the pulse and lasts its width plus the
+            // sensor's fixed offset; readout follows at once.
+            exposure = p.width + t.exposureOffset
+            readout = p.start + exposure
+            fd = sequence == 0 ? exposure + mode.readoutTime : readout - previousReadout
+        }
         // Completion after the frame is read out and through the ISP (a few ms).
         let completion = readout + mode.readoutTime + .milliseconds(4)
         let t = FrameTiming(sequence: sequence, readout: readout, frameDuration: fd, exposure: exposure, completion: completion)
@@ -185,6 +201,7 @@ public struct SimulatedPipeline: Sendable {
     public mutating func finishFrame(request: Request?) -> Outcome {
         let timing = beginFrame()
         pendingTiming = nil
+        pulse = nil
         sequence += 1
         previousReadout = timing.readout
 
@@ -273,6 +290,17 @@ public struct SimulatedPipeline: Sendable {
             sceneCorrection: sceneCorrection)
         return .completed(Frame(request: request, requestSequence: requestSequence, metadata: metadata, recipe: recipe))
     }
+
+    /// External-trigger mode: the next frame is exposed from `start` for `width` plus the
+    /// sensor's offset. Call before `beginFrame`.
+    public mutating func trigger(at start: SensorTime, width: Duration) {
+        precondition(pendingTiming == nil, "trigger(at:width:) between beginFrame and finishFrame")
+        pulse = (start, width)
+    }
+
+    /// External-trigger mode: the earliest instant a pulse can start the next exposure (the
+    /// previous frame's readout must have ended).
+    public var nextTriggerAllowed: SensorTime { previousReadout + mode.readoutTime }
 
     /// Lets `duration` pass with the sensor running and no frame delivered (a stall).
     public mutating func stall(for duration: Duration) {

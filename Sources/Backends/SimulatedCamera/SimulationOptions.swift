@@ -61,6 +61,10 @@ public struct SimulationOptions: Hashable, Sendable {
     /// delivers raw compressed, PISP_COMP1, unless uncompressed 16-bit is asked for).
     public var platform: Platform = .pi4
     public enum Platform: String, Sendable, CaseIterable { case pi4, pi5 }
+    /// External-trigger mode (a sensor with `SensorProfile.externalTrigger`, as the IMX296
+    /// with `trigger_mode=1`): the sensor does not free-run; each `SimulatedCamera.pulse`
+    /// exposes one frame, from the pulse's start for its width plus the sensor's offset.
+    public var externalTrigger = false
     public var faults = Faults()
 
     public init() {}

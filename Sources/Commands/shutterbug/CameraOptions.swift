@@ -50,6 +50,9 @@ struct CameraOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Simulated camera: the board, pi4 (CSI-2 packed raw) or pi5 (raw compressed as PISP_COMP1).", valueName: "board"))
     var platform: String = "pi4"
 
+    @Flag(name: .long, help: "Simulated camera: external-trigger mode, as the Global Shutter camera (sim:imx296) with the driver's trigger_mode=1: no free-running frames, each trigger pulse exposes one.")
+    var externalTrigger = false
+
     func validate() throws { _ = try simulationOptions() }
 
     /// The simulation options these flags describe.
@@ -83,6 +86,7 @@ struct CameraOptions: ParsableArguments {
         }
         o.scene = sc
         o.illuminant = try Self.kelvin(illuminant)
+        o.externalTrigger = externalTrigger
         return o
     }
 
@@ -106,6 +110,9 @@ struct CameraOptions: ParsableArguments {
         if let id = chosen, id.hasPrefix("sim:") {
             return try openSimulated(model: String(id.dropFirst(4)), clock: clock)
         }
+        if externalTrigger {
+            throw ValidationError("--external-trigger is for the simulated camera (sim:imx296); a real Global Shutter camera is put in trigger mode by its driver (echo 1 > /sys/module/imx296/parameters/trigger_mode, as root) and then needs no option here")
+        }
         let manager: LibcameraManager
         do {
             manager = try LibcameraManager.shared()
@@ -125,7 +132,11 @@ struct CameraOptions: ParsableArguments {
             let known = SensorProfile.catalogue.map { "sim:\($0.model)" }.joined(separator: ", ")
             throw ShutterbugError(.noSuchCamera, "unknown simulated camera 'sim:\(model)'; choose one of \(known)")
         }
-        return SimulatedCamera(profile: profile, options: try simulationOptions(clock: clock))
+        do {
+            return try SimulatedCamera(checking: profile, options: try simulationOptions(clock: clock))
+        } catch let e as ShutterbugError where e.code == .invalidArgument {
+            throw ValidationError("--external-trigger: \(e.message)")
+        }
     }
 }
 

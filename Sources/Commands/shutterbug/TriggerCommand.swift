@@ -81,6 +81,15 @@ struct TriggerCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "One JSON object per capture, then a summary object.")
     var json = false
 
+    @Option(name: .long, help: ArgumentHelp("A GPIO line to drive while a capture runs (a busy LED, a flash or tally line): its name or CHIP:OFFSET; released when the capture's frames are captured.", valueName: "line"))
+    var busyLine: String?
+
+    @Flag(name: .long, help: "The --busy-line is active-low (driven low while busy).")
+    var busyActiveLow = false
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("With --external-trigger: the trigger pulse's width, which sets the exposure (plus the sensor's 14.26 µs): 10ms, 500us.", valueName: "time"))
+    var pulseWidth: String = "10ms"
+
     func validate() throws {
         let sources = [gpio != nil, signal, keypress, simulated != nil].filter { $0 }.count
         guard sources == 1 else { throw ValidationError("give exactly one trigger source: --gpio LINE, --signal, --keypress or --simulated PATTERN") }
@@ -98,6 +107,15 @@ struct TriggerCommand: AsyncParsableCommand {
             throw ValidationError("--virtual-time runs the camera on its own clock; a GPIO edge, a signal or Enter happens on CLOCK_MONOTONIC: drop --virtual-time")
         }
         _ = try formats()
+        _ = try pulse()
+        if camera.externalTrigger && ev != nil {
+            throw ValidationError("--ev needs a free-running sensor: with --external-trigger each pulse exposes one frame for the pulse's width")
+        }
+    }
+
+    /// The pulse width, 1 µs...15 s (the sensor's range is checked when the camera is open).
+    func pulse() throws -> Duration {
+        try NumericInput.exposure(Substring(pulseWidth), "--pulse-width", in: 1e-6...15, kind: "a time")
     }
 
     func formats() throws -> Set<PhotoFormat> { try Bracket.formats(parsing: format) }
@@ -126,6 +144,8 @@ struct TriggerCommand: AsyncParsableCommand {
 
     enum Event: Sendable {
         case trigger(Trigger)
+        /// The capture's frames are all captured: the next may start while its files are written.
+        case framesCaptured(Trigger)
         case finished(Trigger, Result<Captured, ShutterbugError>)
         case stop(String)
         /// The source has no more triggers: what waits is still captured.
@@ -136,6 +156,8 @@ struct TriggerCommand: AsyncParsableCommand {
         var lag: TriggerLag
         var sequences: [UInt32]
         var files: [String]
+        /// How long the busy line was held.
+        var busy: Duration?
     }
 
     func run() async throws {
@@ -152,10 +174,24 @@ struct TriggerCommand: AsyncParsableCommand {
         if let preview {
             streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam))
         }
+        // External-trigger mode: the sensor exposes one frame per pulse, for the pulse's width;
+        // gain and white balance are fixed (as a Pi user sets --gain and --awbgains), so the
+        // pipeline has nothing to converge and no start-up frames.
+        var startControls: CameraControls?
+        let width = try pulse()
+        let externalSensor = (cam as? SimulatedCamera).flatMap { $0.isExternallyTriggered ? $0 : nil }
+        if let sim = externalSensor, let t = sim.profile.externalTrigger {
+            let range = sim.profile.exposureRange(in: sim.profile.fullResolution)
+            guard range.contains(width + t.exposureOffset) else {
+                throw ValidationError("--pulse-width \(pulseWidth) exposes for \((width + t.exposureOffset).preciseDescription); \(sim.profile.model) exposes \(range.lowerBound.preciseDescription)...\(range.upperBound.preciseDescription) (the pulse's width + \(t.exposureOffset.preciseDescription))")
+            }
+            startControls = CameraControls(aeEnabled: false, exposureTime: width + t.exposureOffset, analogueGain: Gain(1.0), awbEnabled: false,
+                                           colourGains: sim.profile.colour.gains(kelvin: sim.options.illuminant))
+        }
         let config: CameraConfiguration
         do {
-            config = try await session.start(streams: streams, preparedBracketCount: max(bracket?.count ?? 1, 1), sinks: preview.map { [$0] } ?? [],
-                                             framesPerSink: PreviewOptions.framesPerSink)
+            config = try await session.start(streams: streams, preparedBracketCount: max(bracket?.count ?? 1, 1), controls: startControls,
+                                             sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink)
         } catch let e as ShutterbugError where e.code == .invalidArgument {
             throw ValidationError(e.message)
         }
@@ -167,6 +203,9 @@ struct TriggerCommand: AsyncParsableCommand {
             writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: description)
             try writer!.check(formats)
         }
+
+        let busy = try busyLine.map { try GPIOOutputLine.request(line: $0, activeLow: busyActiveLow) }
+        if let busy, !json { notice("busy line: \(busyLine!) (\(busy.chipPath) line \(busy.offset))\(busyActiveLow ? ", active-low" : "")") }
 
         // The source, on the camera's clock.
         let source: any TriggerSource
@@ -189,7 +228,16 @@ struct TriggerCommand: AsyncParsableCommand {
             source = PatternTriggerSource(try Self.pattern(simulated!), count: 1_000_000, start: start + .milliseconds(100),
                                           realTime: !camera.virtualTime)
         }
-        if !json { print("trigger on \(cam.info.id): \(config.streams[0]), source \(source.name), policy \(policy)") }
+        if !json {
+            let sensor = externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running"
+            print("trigger on \(cam.info.id) (\(sensor)): \(config.streams[0]), source \(source.name), policy \(policy)")
+        }
+        /// The trigger wired to the sensor's trigger input as well: every trigger exposes a
+        /// frame, whatever the queue then does with it.
+        @Sendable func pulseSensor(_ t: Trigger) {
+            guard let externalSensor else { return }
+            do { try externalSensor.pulse(at: t.instant, width: width) } catch { notice("trigger \(t.sequence): \(error)") }
+        }
 
         let (events, post) = AsyncStream<Event>.makeStream()
         let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
@@ -203,13 +251,24 @@ struct TriggerCommand: AsyncParsableCommand {
                 var iterator = frames.makeAsyncIterator()
                 var now = SensorTime(nanoseconds: 0)
                 for await t in source.triggers() {
-                    while now < t.instant, let r = await iterator.next() { now = r.metadata.sensorTimestamp ?? now }
+                    if externalSensor != nil {
+                        // A triggered sensor makes no frames between pulses: nothing to wait for.
+                        pulseSensor(t)
+                    } else {
+                        while now < t.instant, let r = await iterator.next() { now = r.metadata.sensorTimestamp ?? now }
+                    }
                     post.yield(.trigger(t))
                 }
                 post.yield(.sourceEnded)
             })
         } else {
-            tasks.append(Task { for await t in source.triggers() { post.yield(.trigger(t)) }; post.yield(.sourceEnded) })
+            tasks.append(Task {
+                for await t in source.triggers() {
+                    pulseSensor(t)
+                    post.yield(.trigger(t))
+                }
+                post.yield(.sourceEnded)
+            })
         }
         for s in stops { tasks.append(Task { for await _ in s.triggers() { post.yield(.stop(s.name)); return } }) }
         if let duration { tasks.append(Task { try? await Task.sleep(for: .seconds(duration)); post.yield(.stop("--duration")) }) }
@@ -221,39 +280,84 @@ struct TriggerCommand: AsyncParsableCommand {
         let settingsFormats = formats
         let fileWriter = writer
         let realTime = !camera.virtualTime
+        // A triggered sensor has exposed the trigger's frame already, busy or not: each trigger's
+        // capture is asked of the session at once (the session takes them in order), up to
+        // --queue in flight; past that the trigger is dropped and counted.
+        let external = externalSensor != nil
+        var externalCounts = TriggerCounts()
         func start(_ actions: [TriggerQueue.Action]) {
             for a in actions {
                 switch a {
                 case .capture(let t):
-                    Task { post.yield(.finished(t, await Self.capture(t, bracket: bracket, formats: settingsFormats, session: session, writer: fileWriter, realTime: realTime))) }
+                    inFlight += 1
+                    Task {
+                        let result = await Self.capture(t, bracket: bracket, formats: settingsFormats, session: session, writer: fileWriter, realTime: realTime, busy: busy,
+                                                        framesCaptured: { post.yield(.framesCaptured(t)) })
+                        post.yield(.finished(t, result))
+                    }
                 case .dropped(let t): if !json { print("trigger \(t.sequence): dropped (busy, --policy \(policy))") }
                 case .coalesced(let t): if !json { print("trigger \(t.sequence): coalesced into a later one") }
                 }
             }
         }
+        // Captures started and not finished (their files may still be being written), and the
+        // triggers whose frames are all captured.
+        var inFlight = 0
+        var framesDone: Set<UInt64> = []
+        /// The queue's capture is over (its frames are in, or it failed): the next may start.
+        func captureOver(_ t: Trigger, failed: Bool) {
+            if let count, q.counts.captured + q.counts.failed + 1 >= count, stopping == nil { stopping = "--count" }
+            // Once stopping, what waits is dropped and counted, not captured.
+            start(q.finished(failed: failed, stopping: stopping != nil))
+        }
         loop: for await e in events {
             switch e {
+            case .trigger(let t) where external:
+                externalCounts.seen += 1
+                let wanted = count.map { externalCounts.captured + externalCounts.failed + inFlight < $0 } ?? true
+                if stopping == nil && inFlight < queue && wanted {
+                    start([.capture(t)])
+                } else {
+                    externalCounts.dropped += 1
+                    if !json { print("trigger \(t.sequence): dropped (\(stopping == nil ? "\(inFlight) captures in flight, --queue \(queue)" : "stopping"))") }
+                }
             case .trigger(let t):
                 if stopping == nil { start(q.arrived(t)) }
+            case .framesCaptured(let t):
+                if external { break }
+                framesDone.insert(t.sequence)
+                captureOver(t, failed: false)
+            case .finished(let t, let result) where external:
+                inFlight -= 1
+                switch result {
+                case .success(let c):
+                    externalCounts.captured += 1
+                    lags.append(c.lag)
+                    report(t, c)
+                case .failure(let error):
+                    externalCounts.failed += 1
+                    notice("trigger \(t.sequence): \(error)")
+                }
+                if let count, externalCounts.captured + externalCounts.failed >= count, stopping == nil { stopping = "--count" }
             case .finished(let t, let result):
-                var failed = false
+                inFlight -= 1
                 switch result {
                 case .success(let c):
                     lags.append(c.lag)
                     report(t, c)
                 case .failure(let error):
                     notice("trigger \(t.sequence): \(error)")
-                    failed = true
                 }
-                if let count, q.counts.captured + q.counts.failed + 1 >= count, stopping == nil { stopping = "--count" }
-                // Once stopping, what waits is dropped and counted, not captured.
-                start(q.finished(failed: failed, stopping: stopping != nil))
+                // A capture that failed before its frames were in ends the queue's capture now.
+                if framesDone.remove(t.sequence) == nil {
+                    captureOver(t, failed: { if case .failure = result { return true } else { return false } }())
+                }
             case .stop(let why):
                 if stopping == nil { stopping = why }
             case .sourceEnded:
                 sourceEnded = true
             }
-            if (stopping != nil || sourceEnded) && q.busy == nil { break loop }
+            if (stopping != nil || sourceEnded) && q.busy == nil && inFlight == 0 { break loop }
         }
         tasks.forEach { $0.cancel() }
         stops.forEach { $0.stop() }
@@ -266,24 +370,47 @@ struct TriggerCommand: AsyncParsableCommand {
             preview.close()
             notice(preview.summaryLine)
         }
-        summary(q, lags: lags, why: stopping ?? "the trigger source ended", source: source.name)
+        var counts = external ? externalCounts : q.counts
+        if external { counts.kernelDropped = q.counts.kernelDropped }
+        summary(counts, lags: lags, why: stopping ?? "the trigger source ended", source: source.name)
     }
 
     /// One capture exposed after `t`, with its lags.
     /// `realTime`: the camera's clock is CLOCK_MONOTONIC, so delivery and files are timed on it
     /// too; in virtual time only the lag to exposure start (on the camera's clock) is meaningful.
+    /// `busy`: held from the start until the capture's frames are all captured (or it fails).
     static func capture(_ t: Trigger, bracket: BracketSettings?, formats: Set<PhotoFormat>, session: CaptureSession, writer: PhotoFileWriter?,
-                        realTime: Bool) async -> Result<Captured, ShutterbugError> {
-        let settings = PhotoSettings(bracket: bracket, formats: formats, exposedAfter: t.instant)
+                        realTime: Bool, busy: GPIOOutputLine? = nil, framesCaptured: @Sendable () -> Void = {}) async -> Result<Captured, ShutterbugError> {
+        let settings = PhotoSettings(bracket: bracket, formats: formats, trigger: t)
         var c = Captured(lag: TriggerLag(trigger: t.instant, exposureStart: t.instant), sequences: [], files: [])
         var firstStart: SensorTime?, delivered: SensorTime?
+        let frames = bracket?.count ?? 1
+        var held: ContinuousClock.Instant?
+        var announced = false
+        /// The frames are in: the busy line goes inactive, and the caller may start the next.
+        func release() {
+            if !announced, c.sequences.count == frames {
+                announced = true
+                framesCaptured()
+            }
+            guard let h = held, let busy else { return }
+            held = nil
+            try? busy.release()
+            c.busy = ContinuousClock.now - h
+        }
         do {
+            if let busy {
+                try busy.hold()
+                held = ContinuousClock.now
+            }
+            defer { release() }
             if let writer {
                 for try await e in writer.capture(settings, on: session) {
                     switch e {
                     case .photoCaptured(_, let m):
                         c.sequences.append(m.sequence)
                         if firstStart == nil { firstStart = m.exposureStart; delivered = realTime ? MonotonicClock.now() : nil }
+                        if c.sequences.count == frames { release() }
                     case .fileWritten(let f): c.files.append(f.path)
                     default: break
                     }
@@ -295,6 +422,7 @@ struct TriggerCommand: AsyncParsableCommand {
                         c.sequences.append(p.metadata.sequence)
                         if firstStart == nil { firstStart = p.metadata.exposureStart; delivered = realTime ? MonotonicClock.now() : nil }
                         p.release()
+                        if c.sequences.count == frames { release() }
                     }
                 }
                 c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered)
@@ -319,15 +447,15 @@ struct TriggerCommand: AsyncParsableCommand {
             o.add("lagToExposureStartUs", c.lag.toExposureStart.microsecondsValue)
             o.add("lagToDeliveredUs", c.lag.toDelivered?.microsecondsValue)
             o.add("lagToFilesUs", c.lag.toFiles?.microsecondsValue)
+            o.add("busyUs", c.busy?.microsecondsValue)
             o.add("files", c.files)
             print(o.text)
         } else {
-            print("trigger \(t.sequence): frame\(c.sequences.count > 1 ? "s" : "") \(c.sequences.map(String.init).joined(separator: ",")), lag to exposure start \(us(c.lag.toExposureStart)), to delivered \(us(c.lag.toDelivered)), to files \(us(c.lag.toFiles))")
+            print("trigger \(t.sequence): frame\(c.sequences.count > 1 ? "s" : "") \(c.sequences.map(String.init).joined(separator: ",")), lag to exposure start \(us(c.lag.toExposureStart)), to delivered \(us(c.lag.toDelivered)), to files \(us(c.lag.toFiles))\(c.busy.map { ", busy line held \(us($0))" } ?? "")")
         }
     }
 
-    private func summary(_ q: TriggerQueue, lags: [TriggerLag], why: String, source: String) {
-        let c = q.counts
+    private func summary(_ c: TriggerCounts, lags: [TriggerLag], why: String, source: String) {
         let dists = [("exposure start", LagDistribution(lags.map(\.toExposureStart))), ("delivered", LagDistribution(lags.compactMap(\.toDelivered))),
                      ("files", LagDistribution(lags.compactMap(\.toFiles)))]
         if json {

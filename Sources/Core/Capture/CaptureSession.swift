@@ -162,6 +162,10 @@ public actor CaptureSession {
             s.bufferCount = preparedBracketCount + Self.pipelineDepth + sinkBuffers
             return s
         }
+        // A camera an earlier session used may still hold that session's cancelled requests
+        // (stop returns them): they are not this session's, and their slots are about to be
+        // allocated afresh.
+        while backend.completions.tryNext() != nil {}
         let config = try backend.configure(requests)
         guard config.bufferBytes <= memoryBudget.bytes else {
             throw ShutterbugError(.invalidArgument, "this configuration needs \(config.bufferDescription) of buffers (\(preparedBracketCount) for a bracket, \(Self.pipelineDepth) in flight\(sinkBuffers > 0 ? ", \(sinkBuffers) for sinks" : "") per stream), over the memory budget of \(memoryBudget); ask for fewer bracket steps, a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
@@ -196,7 +200,8 @@ public actor CaptureSession {
         unsupported.formUnion(try backend.start(controls: baseline))
         running = true
         ledger = SlotLedger(slots: slots, depth: Self.pipelineDepth)
-        warmUpLeft = Self.warmUpFrames
+        // A triggered sensor makes frames only when pulsed: there is nothing to warm up on.
+        warmUpLeft = backend.framesOnTriggerOnly ? 0 : Self.warmUpFrames
         topUp()
         let completions = backend.completions
         // A task of its own hops onto the actor per completion, so other calls (stop, capture)
@@ -211,7 +216,7 @@ public actor CaptureSession {
                 await self?.fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)"))
             }
         }
-        if backend.pacesByDemand {
+        if backend.pacesByDemand && warmUpLeft > 0 {
             // The warm-up frames run, and come back, before anything else is asked for.
             await withCheckedContinuation { warmedUp = $0 }
         }

@@ -15,12 +15,25 @@ public struct PhotoSettings: Sendable, Hashable {
     /// A trigger's instant on the camera's clock: every photo of the capture is a frame whose
     /// exposure began at or after it (`SensorTimestamp - ExposureTime >= instant`).
     public let exposedAfter: SensorTime?
+    /// The trigger this capture answers, if any (its instant is `exposedAfter`); the sidecar
+    /// records it with the lag.
+    public let trigger: Trigger?
 
     public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], exposedAfter: SensorTime? = nil) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
         self.exposedAfter = exposedAfter
+        trigger = nil
+    }
+
+    /// A capture exposed after `trigger`'s instant.
+    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], trigger: Trigger) {
+        uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
+        self.bracket = bracket
+        self.formats = formats
+        self.exposedAfter = trigger.instant
+        self.trigger = trigger
     }
 }
 

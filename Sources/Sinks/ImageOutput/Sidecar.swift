@@ -101,6 +101,17 @@ struct Sidecar {
         if let lo = seqs.min(), let hi = seqs.max() { r.add("framesFirstToLast", hi - lo + 1) }
         o.add("resolved", object: r)
 
+        if let instant = settings.exposedAfter {
+            // The trigger and the lag to the first exposure (both on the camera's clock); the
+            // lags to delivery and to these files are the trigger command's to report.
+            var t = JSONObject()
+            t.add("instantNs", instant.nanoseconds)
+            t.add("source", settings.trigger?.source)
+            t.add("sequence", settings.trigger.map { Int($0.sequence) })
+            t.add("lagToExposureStartUs", state.exposureStarted.map { ($0 - instant).microsecondsValue })
+            o.add("trigger", object: t)
+        }
+
         var clock = JSONObject()
         clock.add("source", "SensorTimestamp (CLOCK_MONOTONIC) + (CLOCK_REALTIME - CLOCK_MONOTONIC) sampled at capture")
         // About 1.8e18: a string of digits, since JSON readers would round it as a number.

@@ -34,6 +34,11 @@ static inline int sbgpio_get_values(int fd, struct gpio_v2_line_values *values)
 	return ioctl(fd, GPIO_V2_LINE_GET_VALUES_IOCTL, values) < 0 ? -errno : 0;
 }
 
+static inline int sbgpio_set_values(int fd, struct gpio_v2_line_values *values)
+{
+	return ioctl(fd, GPIO_V2_LINE_SET_VALUES_IOCTL, values) < 0 ? -errno : 0;
+}
+
 /* A non-blocking eventfd, to wake a thread that polls a line request. fd or -errno. */
 static inline int sbgpio_wakeup_fd(void)
 {

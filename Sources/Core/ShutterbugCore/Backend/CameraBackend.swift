@@ -22,6 +22,10 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// speed. A real camera streams on its own clock and answers false.
     var pacesByDemand: Bool { get }
 
+    /// The sensor exposes a frame only when its trigger input is pulsed (the IMX296 in
+    /// `trigger_mode`): no frames come between triggers, so nothing may wait for them.
+    var framesOnTriggerOnly: Bool { get }
+
     /// Lets frames happen, or holds them (with the requests left queued), on a camera that
     /// paces by demand; a real camera ignores it.
     func allowFrames(_ allowed: Bool)
@@ -83,5 +87,6 @@ extension CameraBackend {
     public var now: SensorTime { MonotonicClock.now() }
     public var sensorProfile: SensorProfile? { SensorProfile.named(info.model) }
     public var pacesByDemand: Bool { false }
+    public var framesOnTriggerOnly: Bool { false }
     public func allowFrames(_ allowed: Bool) {}
 }

@@ -96,7 +96,8 @@ extension SensorProfile {
             ccms: [(5000, [2.1073753846153847, -0.8054946153846154, -0.30188076923076923,
                            -0.43306999999999995, 2.162828076923077, -0.7297680769230768,
                            -0.126655, -0.5027626923076922, 1.6294176923076922])],
-            source: tuning("imx296", matrices: "rpi.nn.awb's single ccm")))
+            source: tuning("imx296", matrices: "rpi.nn.awb's single ccm")),
+        externalTrigger: .init(exposureOffset: .nanoseconds(14_260), enabledBy: "the imx296 driver's trigger_mode=1 (dtparam or modprobe)"))
 
     /// Camera Module 1.
     public static let ov5647 = SensorProfile(

@@ -91,6 +91,22 @@ public struct SensorProfile: Hashable, Sendable {
     public var defaultLensPosition: Double
     /// The Raspberry Pi tuning's colour calibration of this sensor.
     public var colour: ColourTuning
+    /// A hardware trigger input that starts an exposure, when the sensor has one (the
+    /// IMX296's XTR pin, enabled by the driver's `trigger_mode` parameter).
+    public var externalTrigger: ExternalTrigger? = nil
+
+    /// A sensor's external trigger: the exposure begins on the pulse and lasts the pulse's
+    /// width plus a fixed offset (CAMERA-FACTS §5).
+    public struct ExternalTrigger: Hashable, Sendable {
+        /// Added to the pulse width (IMX296: 14.26 µs).
+        public var exposureOffset: Duration
+        /// How the driver is told (for messages).
+        public var enabledBy: String
+        public init(exposureOffset: Duration, enabledBy: String) {
+            self.exposureOffset = exposureOffset
+            self.enabledBy = enabledBy
+        }
+    }
 
     public var fullResolution: SensorMode { modes[0] }
     public var analogueGainRange: ClosedRange<Double> { gainModel.range }

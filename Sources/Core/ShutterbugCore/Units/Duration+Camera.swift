@@ -34,6 +34,12 @@ extension Duration {
         return millisecondsDescription
     }
 
+    /// "14.26 µs" below a millisecond, else as `millisecondsDescription`.
+    public var preciseDescription: String {
+        let s = secondsValue
+        return s < 0.001 ? String(format2: s * 1_000_000) + " µs" : millisecondsDescription
+    }
+
     /// "4.00 ms" below a second, "1.50 s" from a second on.
     public var millisecondsDescription: String {
         let s = secondsValue
