@@ -56,6 +56,7 @@ let package = Package(
         .target(name: "ShutterbugCore", dependencies: [.product(name: "SystemPackage", package: "swift-system")], path: "Sources/Core/ShutterbugCore"),
         .target(name: "CaptureScheduler", dependencies: ["ShutterbugCore"], path: "Sources/Core/CaptureScheduler"),
         .target(name: "Capture", dependencies: ["ShutterbugCore", "CaptureScheduler"], path: "Sources/Core/Capture"),
+        .target(name: "Timelapse", dependencies: ["ShutterbugCore"], path: "Sources/Core/Timelapse"),
 
         // Backends: CameraBackend implementations.
         .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore", "CRawCodecs", "CSystemShims"], path: "Sources/Backends/SimulatedCamera"),

@@ -42,6 +42,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     /// External-trigger mode: pulses waiting for the sensor, and those it ignored.
     private var pulses = Ring<(start: SensorTime, width: Duration)>(capacity: 64)
     private var ignoredPulses = 0
+    private var pulseBusyUntil: SensorTime?
 
     /// Creates a simulated camera with a sensor profile.
     ///
@@ -81,25 +82,35 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     /// frame from `start` for `width` plus its offset. A pulse that starts before the previous
     /// frame's readout has ended is ignored, as the sensor ignores it, and counted.
     ///
+    /// - Returns: false when the sensor ignores the pulse.
     /// - Throws: `.invalidState` unless the camera is in external-trigger mode;
     ///   `.invalidArgument` for a width outside the sensor's exposure range.
-    public func pulse(at start: SensorTime, width: Duration) throws {
+    @discardableResult
+    public func pulse(at start: SensorTime, width: Duration) throws -> Bool {
         guard options.externalTrigger, let t = profile.externalTrigger else {
             throw ShutterbugError(.invalidState, "\(info.id) is not in external-trigger mode")
         }
-        let range = profile.exposureRange(in: sensorMode)
+        let mode = sensorMode
+        let range = profile.exposureRange(in: mode)
         let exposure = width + t.exposureOffset
         guard range.contains(exposure) else {
             throw ShutterbugError(.invalidArgument,
                                   "a pulse of \(width.preciseDescription) exposes for \(exposure.preciseDescription); \(profile.model) exposes \(range.lowerBound.preciseDescription)...\(range.upperBound.preciseDescription) (pulse width + \(t.exposureOffset.preciseDescription))")
         }
-        lock.withLock {
+        return lock.withLock {
+            // Busy until the previous pulse's frame is read out.
+            if let busy = pulseBusyUntil, start < busy {
+                ignoredPulses += 1
+                return false
+            }
             if pulses.count == pulses.capacity {
                 ignoredPulses += 1
-                return
+                return false
             }
+            pulseBusyUntil = start + exposure + mode.readoutTime
             pulses.append((start, width))
             lock.broadcast()
+            return true
         }
     }
 

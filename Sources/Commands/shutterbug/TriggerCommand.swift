@@ -144,6 +144,9 @@ struct TriggerCommand: AsyncParsableCommand {
 
     enum Event: Sendable {
         case trigger(Trigger)
+        /// External-trigger mode: the sensor ignored the pulse (it came during the previous
+        /// frame's readout), so there is no frame to capture.
+        case ignoredBySensor(Trigger)
         /// The capture's frames are all captured: the next may start while its files are written.
         case framesCaptured(Trigger)
         case finished(Trigger, Result<Captured, ShutterbugError>)
@@ -233,10 +236,13 @@ struct TriggerCommand: AsyncParsableCommand {
             print("trigger on \(cam.info.id) (\(sensor)): \(config.streams[0]), source \(source.name), policy \(policy)")
         }
         /// The trigger wired to the sensor's trigger input as well: every trigger exposes a
-        /// frame, whatever the queue then does with it.
-        @Sendable func pulseSensor(_ t: Trigger) {
-            guard let externalSensor else { return }
-            do { try externalSensor.pulse(at: t.instant, width: width) } catch { notice("trigger \(t.sequence): \(error)") }
+        /// frame, whatever the queue then does with it, unless the sensor ignores the pulse.
+        @Sendable func pulseSensor(_ t: Trigger) -> Bool {
+            guard let externalSensor else { return true }
+            do { return try externalSensor.pulse(at: t.instant, width: width) } catch {
+                notice("trigger \(t.sequence): \(error)")
+                return false
+            }
         }
 
         let (events, post) = AsyncStream<Event>.makeStream()
@@ -253,19 +259,18 @@ struct TriggerCommand: AsyncParsableCommand {
                 for await t in source.triggers() {
                     if externalSensor != nil {
                         // A triggered sensor makes no frames between pulses: nothing to wait for.
-                        pulseSensor(t)
+                        post.yield(pulseSensor(t) ? .trigger(t) : .ignoredBySensor(t))
                     } else {
                         while now < t.instant, let r = await iterator.next() { now = r.metadata.sensorTimestamp ?? now }
+                        post.yield(.trigger(t))
                     }
-                    post.yield(.trigger(t))
                 }
                 post.yield(.sourceEnded)
             })
         } else {
             tasks.append(Task {
                 for await t in source.triggers() {
-                    pulseSensor(t)
-                    post.yield(.trigger(t))
+                    post.yield(pulseSensor(t) ? .trigger(t) : .ignoredBySensor(t))
                 }
                 post.yield(.sourceEnded)
             })
@@ -312,6 +317,10 @@ struct TriggerCommand: AsyncParsableCommand {
         }
         loop: for await e in events {
             switch e {
+            case .ignoredBySensor(let t):
+                externalCounts.seen += 1
+                externalCounts.dropped += 1
+                if !json { print("trigger \(t.sequence): dropped, the sensor ignored the pulse (it came while the previous frame was being read out)") }
             case .trigger(let t) where external:
                 externalCounts.seen += 1
                 let wanted = count.map { externalCounts.captured + externalCounts.failed + inFlight < $0 } ?? true
@@ -319,7 +328,8 @@ struct TriggerCommand: AsyncParsableCommand {
                     start([.capture(t)])
                 } else {
                     externalCounts.dropped += 1
-                    if !json { print("trigger \(t.sequence): dropped (\(stopping == nil ? "\(inFlight) captures in flight, --queue \(queue)" : "stopping"))") }
+                    let why = stopping != nil || !wanted ? "stopping" : "\(inFlight) captures in flight, --queue \(queue)"
+                    if !json { print("trigger \(t.sequence): dropped (\(why))") }
                 }
             case .trigger(let t):
                 if stopping == nil { start(q.arrived(t)) }
@@ -336,7 +346,8 @@ struct TriggerCommand: AsyncParsableCommand {
                     report(t, c)
                 case .failure(let error):
                     externalCounts.failed += 1
-                    notice("trigger \(t.sequence): \(error)")
+                    let ignored = externalSensor?.pulsesIgnored ?? 0
+                    notice("trigger \(t.sequence): \(error)\(ignored > 0 ? " (the sensor ignored \(ignored) pulse\(ignored == 1 ? "" : "s") that came while the previous frame was being read out)" : "")")
                 }
                 if let count, externalCounts.captured + externalCounts.failed >= count, stopping == nil { stopping = "--count" }
             case .finished(let t, let result):
