@@ -39,6 +39,7 @@ let package = Package(
         ),
         .target(name: "CSystemShims", path: "Sources/C/CSystemShims"),
         .target(name: "CGPIO", path: "Sources/C/CGPIO"),
+        .systemLibrary(name: "CSQLite", path: "Sources/C/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CDRM", path: "Sources/C/CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
         // DNG (libtiff), JPEG (libjpeg-turbo) and EXIF (libexif), behind one plain C header.
         // Raw Bayer codecs with no library behind them (the Pi 5's PISP_COMP1).
@@ -68,6 +69,7 @@ let package = Package(
             dependencies: ["ShutterbugCore", "Capture", "CImageCodecs", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
             path: "Sources/Sinks/ImageOutput"
         ),
+        .target(name: "Journal", dependencies: ["ShutterbugCore", "Timelapse", "CSQLite"], path: "Sources/Sinks/Journal"),
         .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM", .product(name: "SystemPackage", package: "swift-system")], path: "Sources/Sinks/KMS"),
         .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"], path: "Sources/Triggers/LinuxGPIO"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
@@ -100,6 +102,7 @@ let package = Package(
         ),
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ShutterbugCoreTests", dependencies: ["ShutterbugCore"]),
+        .testTarget(name: "TimelapseTests", dependencies: ["Timelapse", "Journal", "ShutterbugCore"]),
         .testTarget(
             name: "SimulatedCameraTests",
             dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance"]

@@ -118,7 +118,11 @@ public struct ExposureRamp: Sendable, Hashable {
         let from = settings
         // From what the frame was really exposed with, so quantisation does not accumulate.
         let base = exposedWith.total > 0 ? exposedWith.total : from.total
-        let to = split(base * pow(2, step))
+        var to = split(base * pow(2, step))
+        // The exposure is whole nanoseconds: nudge it back inside the bound it was rounded out of.
+        while abs(log2(to.total / base)) > c.maxStep, to.exposure > c.exposure.lowerBound, to.exposure < c.exposure.upperBound {
+            to.exposure += to.total > base ? .nanoseconds(-1) : .nanoseconds(1)
+        }
         let maxTotal = c.exposure.upperBound.secondsValue * c.gain.upperBound
         let minTotal = c.exposure.lowerBound.secondsValue * c.gain.lowerBound
         if to.total >= maxTotal * 0.999, step > 0 { note = "at the longest exposure and the highest gain" }

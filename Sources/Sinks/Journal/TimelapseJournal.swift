@@ -1,0 +1,204 @@
+import ShutterbugCore
+import Timelapse
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A timelapse job's journal in SQLite: the job, every slot (taken, skipped, failed or missed,
+/// and why), every frame's metadata, every file with its size and checksum, each slot's ramp
+/// decision and the ramp state. WAL with full sync, and one transaction per slot, so a power
+/// cut at any instant leaves it consistent: a slot is in it whole or not at all.
+public final class TimelapseJournal: @unchecked Sendable {
+    // `@unchecked Sendable`: the database serialises access; used from one task at a time.
+    public let database: SQLiteDatabase
+    public let jobID: Int64
+    public let jobName: String
+
+    public static let schemaVersion = 1
+
+    /// What a previous run of the job left: the last slot decided, the ramp, the counts.
+    public struct Resume: Sendable, Hashable {
+        public var lastSlot: Int?
+        public var ramp: ExposureRamp.Settings?
+        public var taken: Int
+        public var skipped: Int
+        /// The highest file number used, so numbering continues.
+        public var lastNumber: Int
+    }
+
+    public enum SlotState: String, Sendable, CaseIterable {
+        case taken, skipped, failed, missed
+    }
+
+    public struct FrameRecord: Sendable {
+        public var step: Int
+        public var metadata: FrameMetadata
+        public var bias: Double?
+        public init(step: Int, metadata: FrameMetadata, bias: Double?) {
+            self.step = step
+            self.metadata = metadata
+            self.bias = bias
+        }
+    }
+
+    public struct FileRecord: Sendable {
+        public var path: String
+        public var bytes: Int
+        public var crc32: UInt32
+        public init(path: String, bytes: Int, crc32: UInt32) {
+            self.path = path
+            self.bytes = bytes
+            self.crc32 = crc32
+        }
+    }
+
+    public struct SlotRecord: Sendable {
+        public var index: Int
+        public var wall: WallClockTime
+        public var state: SlotState
+        public var reason: String?
+        /// The slot's instant on the monotonic clock, the first frame's exposure start, and the
+        /// difference (the schedule error).
+        public var instant: SensorTime?
+        public var exposureStart: SensorTime?
+        public var captureID: String?
+        public var number: Int?
+        public init(index: Int, wall: WallClockTime, state: SlotState, reason: String? = nil, instant: SensorTime? = nil, exposureStart: SensorTime? = nil,
+                    captureID: String? = nil, number: Int? = nil) {
+            self.index = index
+            self.wall = wall
+            self.state = state
+            self.reason = reason
+            self.instant = instant
+            self.exposureStart = exposureStart
+            self.captureID = captureID
+            self.number = number
+        }
+    }
+
+    /// Opens the journal at `path` and the job `name` in it, creating either. A job of the same
+    /// name with a different `spec` is refused: resuming continues a job, it does not change it.
+    public init(path: String, job name: String, spec: String) throws {
+        database = try SQLiteDatabase(path: path)
+        try database.execute("""
+            PRAGMA journal_mode=WAL;
+            PRAGMA synchronous=FULL;
+            PRAGMA foreign_keys=ON;
+            CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, spec TEXT NOT NULL, created_wall_ns INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS slots(
+                job INTEGER NOT NULL REFERENCES jobs(id), idx INTEGER NOT NULL, wall_ns INTEGER NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('taken', 'skipped', 'failed', 'missed')), reason TEXT,
+                instant_ns INTEGER, exposure_start_ns INTEGER, error_ns INTEGER, capture_id TEXT UNIQUE, number INTEGER,
+                PRIMARY KEY (job, idx));
+            CREATE UNIQUE INDEX IF NOT EXISTS slots_number ON slots(job, number);
+            CREATE TABLE IF NOT EXISTS frames(
+                job INTEGER NOT NULL, idx INTEGER NOT NULL, step INTEGER NOT NULL, bias_ev REAL, sequence INTEGER,
+                sensor_timestamp_ns INTEGER, exposure_start_ns INTEGER, exposure_us REAL, analogue_gain REAL, digital_gain REAL,
+                lux REAL, colour_gain_red REAL, colour_gain_blue REAL, colour_temperature INTEGER,
+                PRIMARY KEY (job, idx, step), FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
+            CREATE TABLE IF NOT EXISTS files(
+                path TEXT PRIMARY KEY, job INTEGER NOT NULL, idx INTEGER NOT NULL, bytes INTEGER NOT NULL, crc32 INTEGER NOT NULL,
+                deleted INTEGER NOT NULL DEFAULT 0, FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
+            CREATE TABLE IF NOT EXISTS decisions(
+                job INTEGER NOT NULL, idx INTEGER NOT NULL, metered REAL, lux REAL, error_ev REAL, night_offset_ev REAL, step_ev REAL,
+                from_exposure_us REAL, from_gain REAL, to_exposure_us REAL, to_gain REAL, phase TEXT, note TEXT,
+                PRIMARY KEY (job, idx), FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
+            CREATE TABLE IF NOT EXISTS ramp(job INTEGER PRIMARY KEY REFERENCES jobs(id), exposure_ns INTEGER NOT NULL, gain REAL NOT NULL, after_slot INTEGER NOT NULL);
+            INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '\(Self.schemaVersion)');
+            """)
+        jobName = name
+        if let row = try database.query("SELECT id, spec FROM jobs WHERE name = ?", [.text(name)]).first {
+            guard row[1].text == spec else {
+                throw ShutterbugError(.invalidArgument, "the journal \(path) has a job '\(name)' with other settings (\(row[1].text ?? "")); resume it with the same settings, or give a new --job name")
+            }
+            jobID = row[0].int!
+        } else {
+            try database.query("INSERT INTO jobs(name, spec, created_wall_ns) VALUES (?, ?, ?)", [.text(name), .text(spec), .int(Self.wallNow())])
+            jobID = try database.query("SELECT last_insert_rowid()")[0][0].int!
+        }
+    }
+
+    /// What a previous run of this job left.
+    public func resume() throws -> Resume {
+        let counts = try database.query("SELECT max(idx), sum(state = 'taken'), sum(state != 'taken'), max(number) FROM slots WHERE job = ?", [.int(jobID)])[0]
+        let ramp = try database.query("SELECT exposure_ns, gain FROM ramp WHERE job = ?", [.int(jobID)]).first
+        return Resume(lastSlot: counts[0].int.map(Int.init), ramp: ramp.map { .init(exposure: .nanoseconds($0[0].int!), gain: $0[1].double!) },
+                      taken: Int(counts[1].int ?? 0), skipped: Int(counts[2].int ?? 0), lastNumber: Int(counts[3].int ?? 0))
+    }
+
+    /// Records one slot whole: the slot, its frames, files, ramp decision and the ramp state
+    /// after it, in one transaction.
+    public func record(_ slot: SlotRecord, frames: [FrameRecord] = [], files: [FileRecord] = [], decision: ExposureRamp.Decision? = nil,
+                       rampAfter: ExposureRamp.Settings? = nil) throws {
+        try database.transaction {
+            var error = Value.null
+            if let i = slot.instant, let e = slot.exposureStart { error = .int((e - i).nanosecondsValue) }
+            try database.query("INSERT INTO slots(job, idx, wall_ns, state, reason, instant_ns, exposure_start_ns, error_ns, capture_id, number) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                               [.int(jobID), .int(Int64(slot.index)), .int(slot.wall.nanoseconds), .text(slot.state.rawValue), slot.reason.map(Value.text) ?? .null,
+                                slot.instant.map { .int($0.nanoseconds) } ?? .null, slot.exposureStart.map { .int($0.nanoseconds) } ?? .null, error,
+                                slot.captureID.map(Value.text) ?? .null, slot.number.map { .int(Int64($0)) } ?? .null])
+            for f in frames {
+                let m = f.metadata
+                try database.query("INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                    .int(jobID), .int(Int64(slot.index)), .int(Int64(f.step)), f.bias.map(Value.double) ?? .null, .int(Int64(m.sequence)),
+                    m.sensorTimestamp.map { .int($0.nanoseconds) } ?? .null, m.exposureStart.map { .int($0.nanoseconds) } ?? .null,
+                    m.exposureTime.map { .double($0.microsecondsValue) } ?? .null, m.analogueGain.map { .double($0.value) } ?? .null,
+                    m.digitalGain.map { .double($0.value) } ?? .null, m.lux.map(Value.double) ?? .null, m.colourGains.map { .double($0.red) } ?? .null,
+                    m.colourGains.map { .double($0.blue) } ?? .null, m.colourTemperature.map { .int(Int64($0)) } ?? .null])
+            }
+            for f in files {
+                try database.query("INSERT INTO files(path, job, idx, bytes, crc32) VALUES (?,?,?,?,?)",
+                                   [.text(f.path), .int(jobID), .int(Int64(slot.index)), .int(Int64(f.bytes)), .int(Int64(f.crc32))])
+            }
+            if let d = decision {
+                try database.query("INSERT INTO decisions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                    .int(jobID), .int(Int64(slot.index)), .double(d.metered), d.lux.map(Value.double) ?? .null, .double(d.errorEV), .double(d.nightOffsetEV),
+                    .double(d.stepEV), .double(d.from.exposure.microsecondsValue), .double(d.from.gain), .double(d.to.exposure.microsecondsValue),
+                    .double(d.to.gain), .text(d.phase), .text(d.note)])
+            }
+            if let r = rampAfter {
+                try database.query("INSERT INTO ramp(job, exposure_ns, gain, after_slot) VALUES (?,?,?,?) ON CONFLICT(job) DO UPDATE SET exposure_ns = excluded.exposure_ns, gain = excluded.gain, after_slot = excluded.after_slot",
+                                   [.int(jobID), .int(r.exposure.nanosecondsValue), .double(r.gain), .int(Int64(slot.index))])
+            }
+        }
+    }
+
+    /// Slots recorded per state.
+    public func counts() throws -> [SlotState: Int] {
+        var out: [SlotState: Int] = [:]
+        for row in try database.query("SELECT state, count(*) FROM slots WHERE job = ? GROUP BY state", [.int(jobID)]) {
+            if let s = row[0].text.flatMap(SlotState.init) { out[s] = Int(row[1].int ?? 0) }
+        }
+        return out
+    }
+
+    /// The schedule errors (exposure start - slot instant) of the taken slots, in order.
+    public func scheduleErrors() throws -> [Duration] {
+        try database.query("SELECT error_ns FROM slots WHERE job = ? AND state = 'taken' AND error_ns IS NOT NULL ORDER BY idx", [.int(jobID)]).map { .nanoseconds($0[0].int!) }
+    }
+
+    public typealias Value = SQLiteDatabase.Value
+
+    static func wallNow() -> Int64 {
+        var t = timespec()
+        clock_gettime(CLOCK_REALTIME, &t)
+        return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
+    }
+}
+
+/// CRC-32 (IEEE 802.3, as zlib and `gzip` compute it) for file checksums in the journal.
+public enum CRC32 {
+    static let table: [UInt32] = (0..<256).map { n in
+        var c = UInt32(n)
+        for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+        return c
+    }
+
+    public static func checksum<S: Sequence>(_ bytes: S, initial: UInt32 = 0) -> UInt32 where S.Element == UInt8 {
+        var c = ~initial
+        for b in bytes { c = table[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
+        return ~c
+    }
+}
