@@ -79,7 +79,7 @@ let package = Package(
             name: "shutterbug",
             dependencies: [
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
-                "LinuxGPIO", "ProcessTriggers",
+                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/Commands/shutterbug"

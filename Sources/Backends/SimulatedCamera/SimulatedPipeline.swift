@@ -129,7 +129,9 @@ public struct SimulatedPipeline: Sendable {
     let sceneCorrection: Matrix3
 
     /// Scene signal per second of exposure at unity gain, as a fraction of full scale.
-    var sceneRate: Double { 18.0 * options.sceneLux / 400.0 }
+    var sceneRate: Double { 18.0 * sceneLux / 400.0 }
+    /// The scene's light now (the schedule's at the frame being read out).
+    var sceneLux: Double
 
     /// Creates the pipeline with the sensor started at `start` with `controls`, which apply
     /// from the very first frame.
@@ -138,6 +140,7 @@ public struct SimulatedPipeline: Sendable {
         self.mode = mode
         self.options = options
         self.startTime = start
+        self.sceneLux = options.sceneSchedule?.lux(at: 0) ?? options.sceneLux
         self.reportedBlackLevels = Array(repeating: profile.blackLevel << (16 - profile.bitDepth), count: 4)
         self.rng = SplitMix64(seed: options.seed)
         self.previousReadout = start
@@ -190,6 +193,7 @@ public struct SimulatedPipeline: Sendable {
             readout = p.start + exposure
             fd = sequence == 0 ? exposure + mode.readoutTime : readout - previousReadout
         }
+        if let schedule = options.sceneSchedule { sceneLux = schedule.lux(at: (readout - startTime).secondsValue) }
         // Completion after the frame is read out and through the ISP (a few ms).
         let completion = readout + mode.readoutTime + .milliseconds(4)
         let t = FrameTiming(sequence: sequence, readout: readout, frameDuration: fd, exposure: exposure, completion: completion)
@@ -257,7 +261,7 @@ public struct SimulatedPipeline: Sendable {
             lensPosition: profile.hasFocusMotor ? Dioptres(lens.commanded) : nil,
             colourGains: colourGains,
             colourTemperature: Int(kelvin.rounded()),
-            lux: options.sceneLux)
+            lux: sceneLux)
         if options.reportsControlListSequence { metadata.controlListSequence = controlList.map { Int64($0) } }
         // What the Pi's IPA reports besides: the colour correction matrix it applied, black
         // levels in 16-bit units, a sensor warming from 32 °C towards 48 °C over its first ten

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// How the simulated camera behaves: the knobs of the Pi pipeline model and fault injection.
 public struct SimulationOptions: Hashable, Sendable {
     /// Which of the two possible frames a request's sensor controls land on.
@@ -30,6 +34,10 @@ public struct SimulationOptions: Hashable, Sendable {
     public var clock: Clock = .realTime
     /// Scene brightness in lux; 400 lux meters to 1/100 s at gain 1.0.
     public var sceneLux: Double = 400
+    /// The scene's light over time, for timelapse ramps: lux at times since the camera
+    /// started, interpolated on a log scale between points (and held past the last);
+    /// `sceneLux` when nil.
+    public var sceneSchedule: LuxSchedule?
     /// What the camera looks at.
     public var scene: Scene = .grating
     public enum Scene: String, Hashable, Sendable, CaseIterable {
@@ -80,5 +88,49 @@ public struct SimulationOptions: Hashable, Sendable {
         /// the completion sequence throws `.cameraLost`.
         public var disconnectAtFrame: UInt64?
         public init() {}
+    }
+}
+
+/// Scene light over time: (seconds since start, lux) points, log-interpolated.
+public struct LuxSchedule: Hashable, Sendable {
+    public var points: [(seconds: Double, lux: Double)]
+    /// Repeat the schedule with this period (a day), or hold the last value.
+    public var period: Double?
+
+    public init(points: [(seconds: Double, lux: Double)], period: Double? = nil) {
+        self.points = points.sorted { $0.seconds < $1.seconds }
+        self.period = period
+    }
+
+    /// Daylight to night and back over `period` seconds: `day` lux at 0, `night` lux at half
+    /// the period, a raised-cosine in log lux between (a sunset and a sunrise).
+    public static func dayNight(period: Double, day: Double = 100_000, night: Double = 0.01, steps: Int = 48) -> LuxSchedule {
+        let points = (0...steps).map { i -> (Double, Double) in
+            let t = period * Double(i) / Double(steps)
+            let f = (1 - cos(2 * Double.pi * t / period)) / 2
+            return (t, pow(10, log10(day) + (log10(night) - log10(day)) * f))
+        }
+        return LuxSchedule(points: points, period: period)
+    }
+
+    public func lux(at seconds: Double) -> Double {
+        guard let first = points.first, let last = points.last else { return 400 }
+        var t = seconds
+        if let period, period > 0 { t = t.truncatingRemainder(dividingBy: period) }
+        if t <= first.seconds { return first.lux }
+        if t >= last.seconds { return last.lux }
+        let i = points.firstIndex { $0.seconds > t }!
+        let a = points[i - 1], b = points[i]
+        let f = (t - a.seconds) / (b.seconds - a.seconds)
+        return pow(10, log10(a.lux) + (log10(b.lux) - log10(a.lux)) * f)
+    }
+
+    public static func == (a: LuxSchedule, b: LuxSchedule) -> Bool {
+        a.period == b.period && a.points.count == b.points.count && zip(a.points, b.points).allSatisfy { $0.seconds == $1.seconds && $0.lux == $1.lux }
+    }
+
+    public func hash(into h: inout Hasher) {
+        h.combine(period)
+        for p in points { h.combine(p.seconds); h.combine(p.lux) }
     }
 }

@@ -233,7 +233,7 @@ struct Bracket: AsyncParsableCommand {
                     case .writeFailed(let step, let format, let error):
                         o.failures.append(error)
                         notice("step \(step.map(String.init) ?? "-") \(format): \(error)")
-                    case .filesFinished: break
+                    case .filesFinished, .photoMetered: break
                     }
                 }
             } else {

@@ -29,6 +29,9 @@ struct CameraOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: scene brightness in lux (400 meters to 1/100 s at gain 1).", valueName: "lux"))
     var sceneLux: Double = 400
 
+    @Option(name: .long, help: ArgumentHelp("Simulated camera: the scene's light over time, daynight:PERIOD (100,000 lux to 0.01 and back, e.g. daynight:24h) or SECONDS:LUX,... (log-interpolated).", valueName: "schedule"))
+    var sceneSchedule: String?
+
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera: subject distance in metres (the scene is sharp when focused there).", valueName: "m"))
     var subjectDistance: Double = 1.0
 
@@ -87,7 +90,27 @@ struct CameraOptions: ParsableArguments {
         o.scene = sc
         o.illuminant = try Self.kelvin(illuminant)
         o.externalTrigger = externalTrigger
+        o.sceneSchedule = try sceneSchedule.map(Self.luxSchedule)
         return o
+    }
+
+    /// daynight:24h, or 0:100000,3600:10,7200:0.01.
+    static func luxSchedule(_ text: String) throws -> LuxSchedule {
+        let form = "--scene-schedule takes daynight:PERIOD (e.g. daynight:24h, daynight:600s) or SECONDS:LUX,... (e.g. 0:100000,3600:0.01)"
+        if text.hasPrefix("daynight:") {
+            let p = try NumericInput.period(String(text.dropFirst(9)), "--scene-schedule daynight", in: 1...(86_400 * 30))
+            return .dayNight(period: p.secondsValue)
+        }
+        let points = try text.split(separator: ",").map { item -> (Double, Double) in
+            let parts = item.split(separator: ":")
+            guard parts.count == 2, let t = Double(parts[0]), let lux = Double(parts[1]), t >= 0, t.isFinite else {
+                throw ValidationError("\(form), not '\(text)'")
+            }
+            try NumericInput.check(lux, "--scene-schedule lux", in: 0.0001...200_000, unit: "lux")
+            return (t, lux)
+        }
+        guard !points.isEmpty else { throw ValidationError("\(form), not '\(text)'") }
+        return LuxSchedule(points: points)
     }
 
     /// An illuminant by name or temperature.

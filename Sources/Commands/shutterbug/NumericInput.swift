@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import ShutterbugCore
 
@@ -70,5 +73,45 @@ enum NumericInput {
         if v.isInfinite { return v < 0 ? "-inf" : "inf" }
         if v == v.rounded(), abs(v) < 1e15 { return String(Int64(v)) }
         return "\(v)"
+    }
+
+    /// A period: 30s, 5m, 2h, 1d, 500ms, or seconds.
+    static func period(_ text: String, _ name: String, in range: ClosedRange<Double>) throws -> Duration {
+        let t = text.lowercased()
+        let units: [(String, Double)] = [("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
+        var seconds: Double?
+        for (suffix, scale) in units where t.hasSuffix(suffix) {
+            if let v = Double(t.dropLast(suffix.count)) { seconds = v * scale }
+            break
+        }
+        if seconds == nil { seconds = Double(t) }
+        guard let s = seconds, s.isFinite, range.contains(s) else {
+            throw ValidationError("\(name) must be a period from \(show(range.lowerBound)) s to \(show(range.upperBound)) s, written 30s, 5m, 2h or 1d, not '\(text)'")
+        }
+        return .seconds(exactly: s)
+    }
+
+    /// A wall time: 2026-12-01T08:00[:SS][Z] (local time unless it ends in Z), in ns since the epoch.
+    static func wallTime(_ text: String, _ name: String) throws -> WallClockTime {
+        let utc = text.hasSuffix("Z")
+        let body = utc ? String(text.dropLast()) : text
+        let parts = body.split(whereSeparator: { "-T:".contains($0) }).map { Int32($0) }
+        guard (5...6).contains(parts.count), parts.allSatisfy({ $0 != nil }) else {
+            throw ValidationError("\(name) must be a date and time like 2026-12-01T08:00 (local) or 2026-12-01T08:00:00Z (UTC), not '\(text)'")
+        }
+        let v = parts.map { $0! }
+        var t = tm()
+        t.tm_year = v[0] - 1900
+        t.tm_mon = v[1] - 1
+        t.tm_mday = v[2]
+        t.tm_hour = v[3]
+        t.tm_min = v[4]
+        t.tm_sec = v.count > 5 ? v[5] : 0
+        t.tm_isdst = -1
+        guard (1...12).contains(v[1]), (1...31).contains(v[2]), (0...23).contains(v[3]), (0...59).contains(v[4]), (0...60).contains(t.tm_sec) else {
+            throw ValidationError("\(name): '\(text)' is not a valid date and time")
+        }
+        let seconds = utc ? timegm(&t) : mktime(&t)
+        return WallClockTime(nanoseconds: Int64(seconds) * 1_000_000_000)
     }
 }

@@ -50,7 +50,7 @@ extension CaptureSession {
         defer { topUp() }
         capture.lastProgress = now()
         startTicking()
-        if capture.settings.bracket != nil, let instant = capture.settings.exposedAfter, !requestsLandAfter(instant) {
+        if capture.settings.bracket != nil, let instant = capture.settings.exposedAfter, !requestsLandAfter(instant, exposure: firstExposure(capture)) {
             capture.phase = .waitingForInstant(instant)
             return
         }
@@ -58,11 +58,20 @@ extension CaptureSession {
     }
 
     /// Whether requests queued now would land on frames exposed after `instant`: the newest
-    /// frame plus the queue and the earliest landing reaches past it.
-    func requestsLandAfter(_ instant: SensorTime) -> Bool {
+    /// frame, plus the requests already queued ahead of them, plus the earliest landing,
+    /// less the first step's exposure, reaches past it. Planned any later, the bracket would
+    /// begin frames after the instant; any earlier, its first frame could be exposed before it.
+    func requestsLandAfter(_ instant: SensorTime, exposure: Duration = .zero) -> Bool {
         guard let m = recentMetadata.last, let ts = m.sensorTimestamp else { return false }
         let period = m.frameDuration ?? timing.everyFramePeriod
-        return ts + period * timing.landingOffsets.lowerBound >= instant
+        return ts + period * (Self.pipelineDepth + timing.landingOffsets.lowerBound) - exposure >= instant
+    }
+
+    /// The first step's exposure, for `requestsLandAfter`: the longest a manual bracket could
+    /// start with (zero for other captures, which meter or focus first).
+    func firstExposure(_ capture: ActiveCapture) -> Duration {
+        if case .manualExposure(let steps)? = capture.settings.bracket { return steps.map(\.duration).max() ?? .zero }
+        return .zero
     }
 
     /// Plans the capture at the head of the queue: a single photo, metering, or a bracket.
@@ -136,7 +145,7 @@ extension CaptureSession {
             return true
         case .waitingForInstant(let instant):
             capture.lastProgress = now()
-            if requestsLandAfter(instant) { plan(capture) }
+            if requestsLandAfter(instant, exposure: firstExposure(capture)) { plan(capture) }
             return false
         case .metering:
             capture.lastProgress = now()

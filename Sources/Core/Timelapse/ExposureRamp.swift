@@ -83,6 +83,24 @@ public struct ExposureRamp: Sendable, Hashable {
         split(settings.total * pow(2, bias))
     }
 
+    /// A bracket's settings around the ramped base. Where the spread does not fit the limits
+    /// (the darkest step under the shortest exposure at the lowest gain in full sun, the
+    /// brightest over the longest at the highest at night), the whole bracket is shifted, by
+    /// `shift` EV, so its steps stay apart; the caller reports the shift.
+    public func settings(biases: [Double]) -> (steps: [Settings], shift: Double) {
+        let c = configuration
+        let minTotal = c.exposure.lowerBound.secondsValue * c.gain.lowerBound
+        let maxTotal = c.exposure.upperBound.secondsValue * c.gain.upperBound
+        guard let lo = biases.min(), let hi = biases.max() else { return ([], 0) }
+        var shift = 0.0
+        let low = settings.total * pow(2, lo), high = settings.total * pow(2, hi)
+        if low < minTotal { shift = log2(minTotal / low) }
+        if high * pow(2, shift) > maxTotal { shift = min(shift, log2(maxTotal / high)) }
+        // Rounded up a hair so the floor itself is not rounded under.
+        if shift > 0 { shift += 1e-6 } else if shift < 0 { shift -= 1e-6 }
+        return (biases.map { split(settings.total * pow(2, $0 + shift)) }, shift)
+    }
+
     /// Meters the slot's 0 EV frame and moves `settings` for the next slot.
     ///
     /// - Parameters:

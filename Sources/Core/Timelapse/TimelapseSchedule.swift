@@ -54,11 +54,13 @@ public struct TimelapseSchedule: Sendable, Hashable {
     /// - Parameters:
     ///   - resumeAfter: the last slot a previous run of the same job decided (taken or skipped):
     ///     numbering continues after it.
-    public init(_ plan: Plan, resumeAfter: Int? = nil) {
+    ///   - anchor: the job's slot 0 from its first run, so a resumed job keeps its grid and its
+    ///     numbering (default: the first grid instant at or after `plan.start`).
+    public init(_ plan: Plan, resumeAfter: Int? = nil, anchor: WallClockTime? = nil) {
         self.plan = plan
         let i = plan.interval.nanosecondsValue
         let s = plan.start.nanoseconds
-        anchor = WallClockTime(nanoseconds: (s / i + (s % i == 0 ? 0 : 1)) * i)
+        self.anchor = anchor ?? WallClockTime(nanoseconds: (s / i + (s % i == 0 ? 0 : 1)) * i)
         tolerance = min(plan.interval / 2, .seconds(1))
         next = resumeAfter.map { $0 + 1 } ?? 0
     }

@@ -33,6 +33,9 @@ public enum OutputEvent: Sendable {
     case exposureEnded(SensorTime)
     /// A step's frame is captured and copied; its camera buffer is already back in use.
     case photoCaptured(ResolvedStep, FrameMetadata)
+    /// With `metersLuma`: the step's processed frame's mean luma (0...255, every 4th pixel of
+    /// every 4th row), for software exposure control.
+    case photoMetered(ResolvedStep, meanLuma: Double)
     case captureFinished(ResolvedPhotoSettings)
     /// A file is on disk under its final name, synced.
     case fileWritten(WrittenFile)
@@ -56,6 +59,31 @@ public final class PhotoFileWriter: Sendable {
     /// The session's streams, in the order of a photo's buffers.
     public let streams: [StreamConfiguration]
     private let scratch: ScratchMemory
+    /// Report each photo's mean luma (`photoMetered`).
+    public var metersLuma: Bool { meters.withLock { $0 } }
+    private let meters = Mutex(false)
+
+    /// Turns `photoMetered` events on or off.
+    public func meterLuma(_ on: Bool) { meters.withLock { $0 = on } }
+
+    /// Mean of a luma plane, every 4th pixel of every 4th row.
+    static func meanLuma(_ bytes: [UInt8], plane: PlaneLayout, width: Int, height: Int) -> Double {
+        var sum = 0, n = 0
+        bytes.withUnsafeBufferPointer { p in
+            var y = 0
+            while y < height {
+                let row = plane.offset + y * plane.stride
+                var x = 0
+                while x < width, row + x < p.count {
+                    sum += Int(p[row + x])
+                    n += 1
+                    x += 4
+                }
+                y += 4
+            }
+        }
+        return n == 0 ? 0 : Double(sum) / Double(n)
+    }
 
     /// - Throws: `.invalidArgument` for a JPEG quality outside 1...100.
     public init(directory: OutputDirectory, streams: [StreamConfiguration], camera: CameraDescription, pool: ProcessingPool = ProcessingPool(),
@@ -159,6 +187,9 @@ public final class PhotoFileWriter: Sendable {
                 photo.release()
                 record.add(step: step, metadata: metadata, facts: facts)
                 out.yield(.photoCaptured(step, metadata))
+                if metersLuma, let yuv, let luma = yuv.planes.first {
+                    out.yield(.photoMetered(step, meanLuma: Self.meanLuma(yuv.bytes, plane: luma, width: yuv.width, height: yuv.height)))
+                }
                 let base = name!(stepNumber)
                 unused -= memory
                 record.jobStarted()

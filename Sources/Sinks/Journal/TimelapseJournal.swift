@@ -86,7 +86,7 @@ public final class TimelapseJournal: @unchecked Sendable {
             PRAGMA synchronous=FULL;
             PRAGMA foreign_keys=ON;
             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, spec TEXT NOT NULL, created_wall_ns INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, spec TEXT NOT NULL, created_wall_ns INTEGER NOT NULL, anchor_wall_ns INTEGER);
             CREATE TABLE IF NOT EXISTS slots(
                 job INTEGER NOT NULL REFERENCES jobs(id), idx INTEGER NOT NULL, wall_ns INTEGER NOT NULL,
                 state TEXT NOT NULL CHECK (state IN ('taken', 'skipped', 'failed', 'missed')), reason TEXT,
@@ -118,6 +118,16 @@ public final class TimelapseJournal: @unchecked Sendable {
             try database.query("INSERT INTO jobs(name, spec, created_wall_ns) VALUES (?, ?, ?)", [.text(name), .text(spec), .int(Self.wallNow())])
             jobID = try database.query("SELECT last_insert_rowid()")[0][0].int!
         }
+    }
+
+    /// The job's slot 0 in wall time, once set: a resumed job keeps its grid.
+    public func anchor() throws -> WallClockTime? {
+        try database.query("SELECT anchor_wall_ns FROM jobs WHERE id = ?", [.int(jobID)]).first?[0].int.map { WallClockTime(nanoseconds: $0) }
+    }
+
+    /// Sets the job's slot 0 (its first run does).
+    public func setAnchor(_ anchor: WallClockTime) throws {
+        try database.query("UPDATE jobs SET anchor_wall_ns = ? WHERE id = ? AND anchor_wall_ns IS NULL", [.int(anchor.nanoseconds), .int(jobID)])
     }
 
     /// What a previous run of this job left.

@@ -1,0 +1,320 @@
+import ArgumentParser
+import CSystemShims
+import Capture
+import CaptureScheduler
+import ImageOutput
+import Journal
+import ProcessTriggers
+import ShutterbugCore
+import SimulatedCamera
+import Synchronization
+import Timelapse
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct TimelapseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "timelapse",
+        abstract: "Photos or brackets on an absolute schedule, the exposure ramped from day to night, every slot journalled; run it again to resume.",
+        discussion: """
+            Slots fall on a grid aligned to wall time (a 30 s interval shoots at :00 and :30) \
+            and are waited for on CLOCK_MONOTONIC with the camera streaming: each slot's \
+            first frame is the first exposed after the slot's instant. A slot more than \
+            min(interval/2, 1 s) late is skipped and recorded, never fired late; a wall-clock \
+            step forward skips the slots it passes, one back never repeats a slot. The \
+            exposure is ramped in software: each slot's 0 EV frame is metered and the next \
+            slot's exposure moves towards the target, damped, at most --ramp-step EV per slot, \
+            exposure time first then gain, darker at night by --night-offset. Everything goes \
+            into a SQLite journal (OUTPUT/timelapse.sqlite): the same command again continues \
+            the job, numbering, ramp and all, and records the slots missed meanwhile.
+            """)
+
+    @OptionGroup var camera: CameraOptions
+
+    @Option(name: .long, help: ArgumentHelp("Time between slots: 10s, 5m, 1h (0.1 s...7 d).", valueName: "period"))
+    var interval: String = "30s"
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Slots in all, taken or not (1...10000000).", valueName: "n"))
+    var count: Int?
+
+    @Option(name: .long, help: ArgumentHelp("No slot at or after this time: 2026-12-01T08:00 (local) or ...Z (UTC).", valueName: "time"))
+    var until: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Exposure biases per slot around the ramped exposure, e.g. -2,0,2 (default 0).", valueName: "ev,..."))
+    var ev: String?
+
+    @Option(name: .long, help: ArgumentHelp("Where the photos, sidecars and the journal go.", valueName: "dir"))
+    var output: String
+
+    @Option(name: .long, help: ArgumentHelp("File formats: dng, jpeg, or both.", valueName: "dng,jpeg"))
+    var format: String = "jpeg"
+
+    @Option(name: .long, help: ArgumentHelp("The job's name in the journal: the same name resumes it.", valueName: "name"))
+    var job: String = "timelapse"
+
+    @Option(name: .long, help: ArgumentHelp("The processed stream's size (the sensor mode follows), e.g. 1332x990; default the sensor's full size.", valueName: "WxH"))
+    var size: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The longest exposure the ramp uses, then gain: 1/30, 2s (default: a quarter of the interval, at most 4 s).", valueName: "time"))
+    var maxExposure: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The highest analogue gain the ramp uses (1...64).", valueName: "gain"))
+    var maxGain: Double = 16
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The most the exposure changes from one slot to the next, in EV (0.01...3).", valueName: "ev"))
+    var rampStep: Double = 1.0 / 3.0
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("How much darker the night is kept, in EV (-4...0).", valueName: "ev"))
+    var nightOffset: Double = -1
+
+    @Flag(name: .long, help: "One JSON object per slot, then a summary object.")
+    var json = false
+
+    func validate() throws {
+        _ = try period()
+        if let count, !(1...10_000_000).contains(count) { throw ValidationError("--count must be in 1...10000000, not \(count)") }
+        if let until { _ = try NumericInput.wallTime(until, "--until") }
+        guard count != nil || until != nil else { throw ValidationError("give --count N or --until TIME: a timelapse needs an end (use a large --count to run until stopped)") }
+        _ = try biases()
+        _ = try Bracket.formats(parsing: format)
+        if let size { _ = try Self.parseSize(size) }
+        if let maxExposure { _ = try NumericInput.exposure(Substring(maxExposure), "--max-exposure", in: 1e-5...60) }
+        try NumericInput.check(maxGain, "--max-gain", in: 1...64)
+        try NumericInput.check(rampStep, "--ramp-step", in: 0.01...3, unit: "EV")
+        try NumericInput.check(nightOffset, "--night-offset", in: -4...0, unit: "EV")
+        guard !job.isEmpty, job.count <= 64 else { throw ValidationError("--job must be a name of 1 to 64 characters") }
+    }
+
+    func period() throws -> Duration { try NumericInput.period(interval, "--interval", in: 0.1...(86_400 * 7)) }
+    func biases() throws -> [Double] {
+        let b = try ev.map { try NumericInput.numbers($0, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") } ?? [0]
+        guard (1...9).contains(b.count) else { throw ValidationError("--ev takes 1 to 9 biases, not \(b.count)") }
+        return b
+    }
+
+    static func parseSize(_ text: String) throws -> (Int, Int) {
+        let p = text.lowercased().split(separator: "x")
+        guard p.count == 2, let w = Int(p[0]), let h = Int(p[1]), (16...16384).contains(w), (16...16384).contains(h) else {
+            throw ValidationError("--size must be WIDTHxHEIGHT, 16...16384 each, e.g. 1332x990, not '\(text)'")
+        }
+        return (w, h)
+    }
+
+    /// What the journal compares when a job is resumed: the settings that make it the same job.
+    func spec() throws -> String {
+        "interval=\(try period().nanosecondsValue)ns ev=\(try biases().map { String($0) }.joined(separator: ",")) format=\(format) camera=\(camera.camera ?? "default")"
+    }
+
+    func run() async throws {
+        let every = try period()
+        let biases = try self.biases()
+        let formats = try Bracket.formats(parsing: format)
+        let cam = try camera.open()
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        var stream = StreamRequest(role: .still)
+        if let size { (stream.width, stream.height) = try Self.parseSize(size) }
+        var streams = [stream]
+        if formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
+        let config = try await session.start(streams: streams, preparedBracketCount: biases.count)
+        for a in config.adjustments { notice("adjusted: \(a)") }
+
+        let directory = try OutputDirectory(path: output, reserve: 64 << 20)
+        let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
+        try writer.check(formats)
+        writer.meterLuma(true)
+        let journal = try TimelapseJournal(path: output + "/timelapse.sqlite", job: job, spec: spec())
+        let resume = try journal.resume()
+
+        // The first settled frame: where the ramp starts (unless the journal has one), and the
+        // camera's clock.
+        let first = try await session.captureFrame(exposedAfter: cam.now)
+        let firstMetadata = first.metadata
+        first.release()
+        let limits = cam.controlLimits
+        let longest = try maxExposure.map { try NumericInput.exposure(Substring($0), "--max-exposure", in: 1e-5...60) } ?? min(every / 4, .seconds(4))
+        let exposureRange = limits.exposureTime.map { $0.lowerBound...min(max(longest, $0.lowerBound), $0.upperBound) } ?? (.microseconds(100)...longest)
+        let gainRange = limits.analogueGain.map { max(1, $0.lowerBound)...max(max(1, $0.lowerBound), min(maxGain, $0.upperBound)) } ?? (1...maxGain)
+        var rampConfig = ExposureRamp.Configuration(exposure: exposureRange, gain: gainRange)
+        rampConfig.maxStep = rampStep
+        rampConfig.nightOffset = nightOffset
+        let startSettings = resume.ramp ?? .init(exposure: firstMetadata.exposureTime ?? .milliseconds(10),
+                                                  gain: (firstMetadata.analogueGain?.value ?? 1) * (firstMetadata.digitalGain?.value ?? 1))
+        var ramp = ExposureRamp(rampConfig, settings: startSettings)
+
+        func offsetNow() -> Int64 {
+            if let m = firstMetadata.wallClock, let t = firstMetadata.sensorTimestamp { return m.nanoseconds - t.nanoseconds }
+            return sbshim_realtime_offset_ns()
+        }
+        let startWall = WallClockTime(nanoseconds: cam.now.nanoseconds + offsetNow())
+        let plan = TimelapseSchedule.Plan(interval: every, start: startWall, end: try until.map { try NumericInput.wallTime($0, "--until") }, count: count)
+        var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
+        try journal.setAnchor(schedule.anchor)
+        if !json {
+            let resumed = resume.lastSlot.map { " (resuming after slot \($0): \(resume.taken) taken, \(resume.skipped) not)" } ?? ""
+            print("timelapse '\(job)' on \(cam.info.id): every \(every.millisecondsDescription), \(schedule.total.map { "\($0) slots" } ?? "until stopped"), EV \(biases.map { String(format2: $0) }.joined(separator: ",")), first slot \(schedule.wall(of: schedule.next))\(resumed)")
+        }
+
+        let stop = StopReason()
+        let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
+        let watchers = stops.map { s in Task { for await _ in s.triggers() { stop.set(s.name); return } } }
+        defer {
+            watchers.forEach { $0.cancel() }
+            stops.forEach { $0.stop() }
+        }
+
+        var errors: [Duration] = []
+        var counts: [TimelapseJournal.SlotState: Int] = [:]
+        var tookOne = false
+        loop: while stop.reason == nil {
+            switch schedule.step(now: cam.now, offset: offsetNow()) {
+            case .finished:
+                break loop
+            case .skip(let k, let wall, let reason):
+                // Slots passed before this run's first are missed (the job was not running).
+                let state: TimelapseJournal.SlotState = tookOne || resume.lastSlot == nil ? .skipped : .missed
+                try journal.record(.init(index: k, wall: wall, state: state, reason: state == .missed ? "the job was not running" : reason))
+                counts[state, default: 0] += 1
+                report(slot: k, wall: wall, state: state, reason: reason)
+            case .take(let k, let wall, let instant):
+                tookOne = true
+                let (steps, shift) = ramp.settings(biases: biases)
+                let settings = PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant)
+                var frames: [TimelapseJournal.FrameRecord] = []
+                var files: [TimelapseJournal.FileRecord] = []
+                var means: [Int: Double] = [:]
+                var failure: String?
+                do {
+                    for try await e in writer.capture(settings, on: session) {
+                        switch e {
+                        case .photoCaptured(let s, let m): frames.append(.init(step: s.index, metadata: m, bias: biases[s.index]))
+                        case .photoMetered(let s, let mean): means[s.index] = mean
+                        case .fileWritten(let f): files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try Self.crc32(of: f.path)))
+                        case .writeFailed(_, let format, let error): failure = "\(format): \(error)"
+                        default: break
+                        }
+                    }
+                } catch {
+                    failure = "\(error)"
+                }
+                schedule.taken(k)
+                frames.sort { $0.step < $1.step }
+                let start = frames.compactMap(\.metadata.exposureStart).min()
+                // Meter the frame nearest 0 EV and move the ramp for the next slot.
+                var decision: ExposureRamp.Decision?
+                let zero = biases.indices.min { abs(biases[$0]) < abs(biases[$1]) }!
+                if let mean = means[zero], let m = frames.first(where: { $0.step == zero })?.metadata {
+                    let exposedWith = ExposureRamp.Settings(exposure: m.exposureTime ?? steps[zero].exposure,
+                                                            gain: (m.analogueGain?.value ?? steps[zero].gain) * (m.digitalGain?.value ?? 1))
+                    // The ramp meters the base frame; a biased or shifted one is brought back to 0 EV.
+                    let linear = Self.linear(mean) / pow(2, biases[zero] + shift)
+                    decision = ramp.update(metered: linear, lux: m.lux, exposedWith: exposedWith)
+                }
+                let state: TimelapseJournal.SlotState = failure == nil && frames.count == biases.count ? .taken : .failed
+                if let start { errors.append(start - instant) }
+                let adjusted = abs(shift) > 0.01 ? "bracket shifted \(String(format2: shift)) EV to fit the exposure limits" : nil
+                try journal.record(.init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
+                                         captureID: String(settings.uniqueID) + "-" + String(PhotoFacts.processNonce, radix: 16),
+                                         number: nil),
+                                   frames: frames, files: files, decision: decision, rampAfter: ramp.settings)
+                counts[state, default: 0] += 1
+                report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count)
+            }
+        }
+        await session.stop()
+        let why = stop.reason ?? "the schedule ended"
+        let all = try journal.counts()
+        let integrity = try journal.database.integrityCheck()
+        let dist = LagDistribution(errors.map { $0 < .zero ? .zero - $0 : $0 })
+        if json {
+            var o = JSONObject()
+            o.add("summary", true)
+            o.add("job", job)
+            o.add("stoppedBy", why)
+            for s in TimelapseJournal.SlotState.allCases { o.add("this" + s.rawValue.prefix(1).uppercased() + s.rawValue.dropFirst(), counts[s] ?? 0) }
+            for s in TimelapseJournal.SlotState.allCases { o.add("journal" + s.rawValue.prefix(1).uppercased() + s.rawValue.dropFirst(), all[s] ?? 0) }
+            o.add("scheduleErrorP50Us", dist?.p50.microsecondsValue)
+            o.add("scheduleErrorP99Us", dist?.p99.microsecondsValue)
+            o.add("scheduleErrorMaxUs", dist?.max.microsecondsValue)
+            o.add("journalIntegrity", integrity)
+            print(o.text)
+        } else {
+            print("stopped by \(why): this run \(counts[.taken] ?? 0) taken, \(counts[.skipped] ?? 0) skipped, \(counts[.missed] ?? 0) missed, \(counts[.failed] ?? 0) failed; the job in all \(all[.taken] ?? 0) taken, \(all[.skipped] ?? 0) skipped, \(all[.missed] ?? 0) missed, \(all[.failed] ?? 0) failed")
+            if let dist {
+                print("  slot to exposure start: p50 \(dist.p50.preciseDescription), p99 \(dist.p99.preciseDescription), max \(dist.max.preciseDescription) over \(dist.count) (no phase locking yet: up to a frame period)")
+            }
+            print("  journal \(journal.database.path): integrity \(integrity)")
+        }
+    }
+
+    /// Full-range luma (0...255) to linear light, as the sRGB curve the ISP applied.
+    static func linear(_ luma: Double) -> Double {
+        let v = max(0, min(1, luma / 255))
+        return v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4)
+    }
+
+    static func crc32(of path: String) throws -> UInt32 {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
+        defer { close(fd) }
+        var crc: UInt32 = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
+            if n == 0 { break }
+            crc = CRC32.checksum(buffer.prefix(n), initial: crc)
+        }
+        return crc
+    }
+
+    private func report(slot k: Int, wall: WallClockTime, state: TimelapseJournal.SlotState, reason: String?, instant: SensorTime? = nil, start: SensorTime? = nil,
+                        frames: [TimelapseJournal.FrameRecord] = [], decision: ExposureRamp.Decision? = nil, files: Int = 0) {
+        if json {
+            var o = JSONObject()
+            o.add("slot", k)
+            o.add("wall", wall.description)
+            o.add("state", state.rawValue)
+            o.add("reason", reason)
+            o.add("instantNs", instant?.nanoseconds)
+            o.add("exposureStartNs", start?.nanoseconds)
+            if let instant, let start { o.add("errorUs", (start - instant).microsecondsValue) }
+            o.add("frames", numbers: frames.map { Double($0.metadata.sequence) })
+            o.add("exposuresUs", numbers: frames.compactMap { $0.metadata.exposureTime?.microsecondsValue })
+            o.add("gains", numbers: frames.compactMap { $0.metadata.analogueGain?.value })
+            o.add("lux", frames.first?.metadata.lux)
+            if let d = decision {
+                var r = JSONObject()
+                r.add("metered", d.metered)
+                r.add("errorEV", d.errorEV)
+                r.add("stepEV", d.stepEV)
+                r.add("nightOffsetEV", d.nightOffsetEV)
+                r.add("phase", d.phase)
+                r.add("note", d.note)
+                r.add("nextExposureUs", d.to.exposure.microsecondsValue)
+                r.add("nextGain", d.to.gain)
+                o.add("ramp", object: r)
+            }
+            o.add("files", files)
+            print(o.text)
+            return
+        }
+        guard state == .taken || state == .failed else {
+            print("slot \(k) (\(wall)): \(state.rawValue), \(reason ?? "")")
+            return
+        }
+        let err = zip([instant], [start]).compactMap { i, s in i.flatMap { i in s.map { ($0 - i).preciseDescription } } }.first ?? "-"
+        let exp = frames.compactMap { $0.metadata.exposureTime?.exposureDescription }.joined(separator: ",")
+        let ramp = decision.map { " | \($0.phase), metered \(String(format2: $0.metered * 100))%, step \(String(format2: $0.stepEV)) EV (\($0.note)) → next \($0.to.exposure.exposureDescription) gain \(String(format2: $0.to.gain))" } ?? ""
+        print("slot \(k) (\(wall)): \(state.rawValue)\(reason.map { " (\($0))" } ?? ""), frames \(frames.map { String($0.metadata.sequence) }.joined(separator: ",")), \(exp), error \(err)\(ramp)")
+    }
+}
+
+/// Why a long-running command is stopping (the first signal), shared with signal watchers.
+final class StopReason: Sendable {
+    private let value = Mutex<String?>(nil)
+    func set(_ why: String) { value.withLock { $0 = $0 ?? why } }
+    var reason: String? { value.withLock { $0 } }
+}

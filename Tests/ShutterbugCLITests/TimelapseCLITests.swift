@@ -1,0 +1,82 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `shutterbug timelapse`: slots on the grid, the ramp, the journal, resuming.
+@Suite("timelapse: slots on a wall-clock grid, ramped, journalled, resumable", .timeLimit(.minutes(3)))
+struct TimelapseCLITests {
+    static var exe: String { OutputCLITests.exe }
+
+    func lines(_ out: String) throws -> (slots: [[String: Any]], summary: [String: Any]) {
+        let objects = try out.split(separator: "\n").map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        return (objects.filter { $0["slot"] != nil }, try #require(objects.last { $0["summary"] != nil }))
+    }
+
+    func sqlite(_ db: String, _ sql: String) async throws -> String {
+        let r = try await runChild("/usr/bin/sqlite3", [db, sql])
+        #expect(r.status == 0, "\(r.err)")
+        return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("a bracket per slot on a darkening scene: every slot taken on its grid instant's frame, steps within the ramp's bound, files checksummed in the journal; run again, it resumes the numbering")
+    func runAndResume() async throws {
+        let dir = NSTemporaryDirectory() + "sb-timelapse-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let args = ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--interval", "2s", "--ev", "-1,0,1",
+                    "--output", dir, "--scene-schedule", "0:2000,60:20", "--json"]
+        let r = try await runChild(Self.exe, args + ["--count", "8"])
+        #expect(r.status == 0, "\(r.err)")
+        let (slots, summary) = try lines(r.out)
+        #expect(slots.count == 8 && summary["thisTaken"] as? Int == 8, "\(summary)")
+        #expect(summary["journalIntegrity"] as? String == "ok")
+        var previous: Double?
+        for s in slots {
+            #expect(s["state"] as? String == "taken", "\(s)")
+            #expect((s["errorUs"] as? Double ?? -1) >= 0, "exposure began before the slot: \(s)")
+            let ramp = try #require(s["ramp"] as? [String: Any])
+            #expect(abs(ramp["stepEV"] as? Double ?? 9) <= 1.0 / 3.0 + 1e-6)
+            let exposures = try #require(s["exposuresUs"] as? [Double])
+            #expect(exposures.count == 3 && exposures[0] < exposures[1] && exposures[1] < exposures[2], "\(exposures)")
+            if let p = previous { #expect(abs(log2(exposures[1] / p)) <= 1.0 / 3.0 + 0.01, "0 EV step from \(p) to \(exposures[1])") }
+            previous = exposures[1]
+        }
+        // Slot walls are on the 2 s grid, consecutive.
+        let db = dir + "/timelapse.sqlite"
+        #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE wall_ns % 2000000000 != 0") == "0")
+        #expect(try await sqlite(db, "SELECT count(*) FROM frames") == "24")
+        // Each file's size and CRC-32 as journalled are the file's.
+        let files = try await sqlite(db, "SELECT path, bytes, crc32 FROM files").split(separator: "\n")
+        #expect(files.count == 8 * 4, "3 JPEGs and a sidecar per slot")
+        for f in files.prefix(4) {
+            let p = f.split(separator: "|")
+            let data = try Data(contentsOf: URL(fileURLWithPath: String(p[0])))
+            #expect(data.count == Int(p[1]))
+            let check = try await runChild("/usr/bin/python3", ["-c", "import sys,zlib; print(zlib.crc32(open(sys.argv[1],'rb').read()))", String(p[0])])
+            #expect(check.out.trimmingCharacters(in: .whitespacesAndNewlines) == String(p[2]))
+        }
+
+        // Again, with four more: the numbering continues after slot 7, nothing twice.
+        let again = try await runChild(Self.exe, args + ["--count", "12"])
+        #expect(again.status == 0, "\(again.err)")
+        let (more, s2) = try lines(again.out)
+        #expect(more.first?["slot"] as? Int == 8, "\(more.first ?? [:])")
+        #expect(s2["journalTaken"] as? Int ?? 0 + (s2["journalMissed"] as? Int ?? 0) + (s2["journalSkipped"] as? Int ?? 0) >= 8)
+        #expect(try await sqlite(db, "SELECT count(*), count(DISTINCT idx), min(idx), max(idx) FROM slots") == "12|12|0|11")
+        #expect(try await sqlite(db, "SELECT count(*) FROM (SELECT capture_id FROM slots WHERE capture_id IS NOT NULL GROUP BY capture_id HAVING count(*) > 1)") == "0")
+        #expect(try await sqlite(db, "PRAGMA integrity_check") == "ok")
+        let jpegs = try FileManager.default.subpathsOfDirectory(atPath: dir).filter { $0.hasSuffix(".jpg") }
+        #expect(Set(jpegs).count == 12 * 3)
+    }
+
+    @Test("bad timelapse settings are refused with the accepted range", arguments: [
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--interval", "0.01s"], "--interval must be a period from 0.1 s"),
+        (["timelapse", "--output", "/tmp/x", "--interval", "10s"], "give --count N or --until TIME"),
+        (["timelapse", "--output", "/tmp/x", "--until", "tomorrow"], "2026-12-01T08:00"),
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--ramp-step", "5"], "--ramp-step"),
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--scene-schedule", "dusk"], "daynight:PERIOD"),
+    ])
+    func refused(args: [String], says: String) async throws {
+        let r = try await runChild(Self.exe, args)
+        #expect(r.status == 64 && r.err.contains(says), "\(args): \(r.status) \(r.err)")
+    }
+}
