@@ -97,7 +97,7 @@ extension SensorProfile {
                            -0.43306999999999995, 2.162828076923077, -0.7297680769230768,
                            -0.126655, -0.5027626923076922, 1.6294176923076922])],
             source: tuning("imx296", matrices: "rpi.nn.awb's single ccm")),
-        externalTrigger: .init(exposureOffset: .nanoseconds(14_260), enabledBy: "the imx296 driver's trigger_mode=1 (dtparam or modprobe)"))
+        externalTrigger: .init(exposureOffset: .nanoseconds(14_260), enabledBy: "the imx296 driver's trigger_mode=1 (echo 1 > /sys/module/imx296/parameters/trigger_mode)"))
 
     /// Camera Module 1.
     public static let ov5647 = SensorProfile(
