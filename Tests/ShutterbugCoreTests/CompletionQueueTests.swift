@@ -7,6 +7,32 @@ struct CompletionQueueTests {
         CompletedRequest(slot: 0, cookie: cookie, status: .complete, metadata: FrameMetadata(sequence: UInt32(cookie)), buffers: [])
     }
 
+    @Test("the consumer-idle handler runs once per wait and stays one call deep: 200,000 waits, then the queue is freed (a handler that grew per call overflowed the stack here)")
+    func idleHandlerStaysFlat() async throws {
+        final class Feeder: @unchecked Sendable {
+            // `@unchecked`: touched only from the handler, which the queue calls on the consumer's task.
+            var next: UInt64 = 0
+            weak var queue: CompletionQueue?
+        }
+        let feeder = Feeder()
+        var queue: CompletionQueue? = CompletionQueue()
+        feeder.queue = queue
+        // Each time the consumer waits, the handler pushes the next completion, which wakes it.
+        queue!.onConsumerIdle {
+            feeder.next += 1
+            feeder.queue?.push(CompletedRequest(slot: 0, cookie: feeder.next, status: .complete, metadata: FrameMetadata(sequence: 0), buffers: []))
+        }
+        var last: UInt64 = 0
+        for _ in 0..<200_000 {
+            let c = try #require(try await queue!.next())
+            #expect(c.cookie == last + 1)
+            last = c.cookie
+        }
+        #expect(feeder.next == 200_000)
+        queue = nil
+        #expect(feeder.queue == nil, "the queue is freed")
+    }
+
     @Test("the ring keeps order across wrap-around and growth")
     func ring() {
         var r = Ring<Int>(capacity: 3)

@@ -28,12 +28,25 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     private let state = Mutex(State())
     /// Called (outside the queue's lock) each time the consumer comes back for more and finds
     /// nothing: it has dealt with every completion so far.
-    private let consumerIdle = Mutex<(@Sendable () -> Void)?>(nil)
+    ///
+    /// Held in a class: a function value read through `Mutex.withLock`'s generic `inout` is
+    /// re-abstracted on the way out and written back wrapped on the way in, so a bare closure
+    /// stored there grew by two thunks per read, one read per frame (a stack overflow when
+    /// freed after ~100,000 frames, and calls slowing as the chain grew).
+    private let consumerIdle = Mutex<Handler?>(nil)
+
+    private final class Handler: Sendable {
+        let call: @Sendable () -> Void
+        init(_ call: @escaping @Sendable () -> Void) { self.call = call }
+    }
 
     public init() {}
 
     /// Sets what to call when the consumer has dealt with every completion and waits again.
-    public func onConsumerIdle(_ handler: (@Sendable () -> Void)?) { consumerIdle.withLock { $0 = handler } }
+    public func onConsumerIdle(_ handler: (@Sendable () -> Void)?) {
+        let boxed = handler.map(Handler.init)
+        consumerIdle.withLock { $0 = boxed }
+    }
 
     /// Whether the consumer has taken every completion and is waiting for the next.
     public var isConsumerIdle: Bool { state.withLock { $0.items.isEmpty && $0.waiter != nil } }
@@ -131,7 +144,7 @@ public final class CompletionQueue: AsyncSequence, Sendable {
                     return .wait
                 }
                 switch outcome {
-                case .wait: consumerIdle.withLock { $0 }?()
+                case .wait: consumerIdle.withLock { $0 }?.call()
                 case .item(let item): c.resume(returning: item)
                 case .end: c.resume(returning: nil)
                 case .fail(let e): c.resume(throwing: e)
