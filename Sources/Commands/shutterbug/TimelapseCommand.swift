@@ -57,7 +57,7 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The processed stream's size (the sensor mode follows), e.g. 1332x990; default the sensor's full size.", valueName: "WxH"))
     var size: String?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The longest exposure the ramp uses, then gain: 1/30, 2s (default: a quarter of the interval, at most 4 s).", valueName: "time"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The longest exposure the ramp uses, then gain: 1/30, 2s (default: the bracket's brightest step at most an eighth of the interval, and at most 4 s).", valueName: "time"))
     var maxExposure: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The highest analogue gain the ramp uses (1...64).", valueName: "gain"))
@@ -134,7 +134,11 @@ struct TimelapseCommand: AsyncParsableCommand {
         let firstMetadata = first.metadata
         first.release()
         let limits = cam.controlLimits
-        let longest = try maxExposure.map { try NumericInput.exposure(Substring($0), "--max-exposure", in: 1e-5...60) } ?? min(every / 4, .seconds(4))
+        // By default the brightest step of the bracket takes at most an eighth of the interval,
+        // so the bracket and the requests ahead of it fit between slots.
+        let brightest = pow(2, max(0, biases.max() ?? 0))
+        let longest = try maxExposure.map { try NumericInput.exposure(Substring($0), "--max-exposure", in: 1e-5...60) }
+            ?? min(every / (8 * brightest), .seconds(4))
         let exposureRange = limits.exposureTime.map { $0.lowerBound...min(max(longest, $0.lowerBound), $0.upperBound) } ?? (.microseconds(100)...longest)
         let gainRange = limits.analogueGain.map { max(1, $0.lowerBound)...max(max(1, $0.lowerBound), min(maxGain, $0.upperBound)) } ?? (1...maxGain)
         var rampConfig = ExposureRamp.Configuration(exposure: exposureRange, gain: gainRange)
