@@ -150,6 +150,69 @@ struct TimelapseCLITests {
         try checkFiles(dir)
     }
 
+    @Test("the output filesystem fills mid-run: the job pauses with a clear message, resumes when space is freed, every file written before intact",
+          .enabled(if: getuid() == 0, "mounts a small tmpfs as the output filesystem, which needs root"))
+    func diskFull() async throws {
+        let dir = NSTemporaryDirectory() + "sb-timelapse-full-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let mounted = try await runChild("/bin/mount", ["-t", "tmpfs", "-o", "size=24m", "tmpfs", dir])
+        try #require(mounted.status == 0, "mount: \(mounted.err)")
+        defer {
+            _ = try? runChildBlocking("/bin/umount", [dir])
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+        let args = ["timelapse", "--camera", "sim:imx219", "--virtual-time", "--size", "640x480", "--interval", "1s", "--count", "300",
+                    "--reserve", "2", "--output", dir, "--json"]
+        let filler = dir + "/filler"
+        let (out, err, status) = try await offPool { () throws -> (String, String, Int32) in
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: Self.exe)
+            p.arguments = args
+            let out = Pipe(), err = Pipe()
+            p.standardOutput = out
+            p.standardError = err
+            try p.run()
+            var text = Data()
+            var filled = false, freed = false
+            while true {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text.append(chunk)
+                let lines = text.split(separator: 10).count
+                if !filled && lines >= 5 {
+                    // Fill the disk to within 1 MiB: under the job's 2 MiB reserve.
+                    var fs = statvfs()
+                    statvfs(dir, &fs)
+                    let free = Int(fs.f_bavail) * Int(fs.f_frsize)
+                    FileManager.default.createFile(atPath: filler, contents: Data(count: max(0, free - (1 << 20))))
+                    filled = true
+                } else if filled && !freed && String(decoding: text, as: UTF8.self).contains("\"paused: ") {
+                    try FileManager.default.removeItem(atPath: filler)
+                    freed = true
+                }
+            }
+            p.waitUntilExit()
+            return (String(decoding: text, as: UTF8.self), String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self), p.terminationStatus)
+        }
+        #expect(status == 0, "\(err)")
+        let (slots, summary) = try lines(out)
+        let paused = slots.filter { ($0["reason"] as? String)?.hasPrefix("paused: not enough space") == true }
+        #expect(!paused.isEmpty, "no slot was paused: \(summary)")
+        let firstPaused = paused.first?["slot"] as? Int ?? 0
+        #expect(slots.contains { ($0["slot"] as? Int ?? 0) > firstPaused && $0["state"] as? String == "taken" }, "it never resumed")
+        #expect(err.contains("pausing at slot") && err.contains("space is back"), "\(err)")
+        #expect(summary["journalIntegrity"] as? String == "ok")
+        // Everything written before, during and after is whole, and as journalled.
+        try checkFiles(dir)
+        let db = dir + "/timelapse.sqlite"
+        for row in try await sqlite(db, "SELECT path, bytes FROM files").split(separator: "\n") {
+            let p = row.split(separator: "|")
+            let size = (try? FileManager.default.attributesOfItem(atPath: String(p[0]))[.size] as? Int) ?? -1
+            #expect(size == Int(p[1]), "\(p[0])")
+        }
+        #expect(try await sqlite(db, "SELECT count(*) FROM slots") == "300")
+    }
+
     /// Every JPEG ends with its end-of-image marker, every DNG is a TIFF of its full length,
     /// every sidecar parses: nothing partial under a final name.
     func checkFiles(_ dir: String) throws {

@@ -69,6 +69,9 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("How much darker the night is kept, in EV (-4...0).", valueName: "ev"))
     var nightOffset: Double = -1
 
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Free space to leave on the output filesystem, in MiB (0...1048576): below it the job pauses, and resumes when space returns.", valueName: "MiB"))
+    var reserve: Int = 64
+
     @Flag(name: .long, help: "One JSON object per slot, then a summary object.")
     var json = false
 
@@ -84,6 +87,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         try NumericInput.check(maxGain, "--max-gain", in: 1...64)
         try NumericInput.check(rampStep, "--ramp-step", in: 0.01...3, unit: "EV")
         try NumericInput.check(nightOffset, "--night-offset", in: -4...0, unit: "EV")
+        guard (0...1_048_576).contains(reserve) else { throw ValidationError("--reserve must be in 0...1048576 MiB, not \(reserve)") }
         guard !job.isEmpty, job.count <= 64 else { throw ValidationError("--job must be a name of 1 to 64 characters") }
     }
 
@@ -121,7 +125,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         let config = try await session.start(streams: streams, preparedBracketCount: biases.count)
         for a in config.adjustments { notice("adjusted: \(a)") }
 
-        let directory = try OutputDirectory(path: output, reserve: 64 << 20)
+        let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
         let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
         try writer.check(formats)
         writer.meterLuma(true)
@@ -172,6 +176,38 @@ struct TimelapseCommand: AsyncParsableCommand {
         var errors: [Duration] = []
         var counts: [TimelapseJournal.SlotState: Int] = [:]
         var tookOne = false
+        var paused = false
+        let needed = writer.diskEstimate(formats, steps: biases.count)
+        /// Why the next slot cannot be written, if it cannot.
+        func spaceProblem() -> String? {
+            do {
+                try directory.checkSpace(for: needed)
+                return nil
+            } catch let e as ShutterbugError where e.code == .noSpace {
+                return e.message
+            } catch {
+                return "\(error)"
+            }
+        }
+        // Slots the journal could not take (its disk full too) wait here and go in first when
+        // it can; nothing is dropped.
+        var unjournalled: [(TimelapseJournal.SlotRecord, [TimelapseJournal.FrameRecord], [TimelapseJournal.FileRecord], ExposureRamp.Decision?, ExposureRamp.Settings?)] = []
+        func record(_ slot: TimelapseJournal.SlotRecord, frames: [TimelapseJournal.FrameRecord] = [], files: [TimelapseJournal.FileRecord] = [],
+                    decision: ExposureRamp.Decision? = nil, rampAfter: ExposureRamp.Settings? = nil) throws {
+            unjournalled.append((slot, frames, files, decision, rampAfter))
+            try flushJournal()
+        }
+        func flushJournal() throws {
+            while let r = unjournalled.first {
+                do {
+                    try journal.record(r.0, frames: r.1, files: r.2, decision: r.3, rampAfter: r.4)
+                    unjournalled.removeFirst()
+                } catch let e as ShutterbugError where e.code == .noSpace {
+                    if unjournalled.count == 1 { notice("the journal cannot be written (\(e.message)); its slots are kept until it can") }
+                    return
+                }
+            }
+        }
         loop: while stop.reason == nil {
             switch schedule.step(now: cam.now, offset: offsetNow()) {
             case .finished:
@@ -179,10 +215,27 @@ struct TimelapseCommand: AsyncParsableCommand {
             case .skip(let k, let wall, let reason):
                 // Slots passed before this run's first are missed (the job was not running).
                 let state: TimelapseJournal.SlotState = tookOne || resume.lastSlot == nil ? .skipped : .missed
-                try journal.record(.init(index: k, wall: wall, state: state, reason: state == .missed ? "the job was not running" : reason))
+                try record(.init(index: k, wall: wall, state: state, reason: state == .missed ? "the job was not running" : reason))
                 counts[state, default: 0] += 1
                 report(slot: k, wall: wall, state: state, reason: reason)
+            case .take(let k, let wall, let instant) where spaceProblem() != nil:
+                // Paused for space: the slot still passes on time, recorded with why; nothing
+                // already written is touched. It resumes by itself when space returns.
+                let problem = spaceProblem()!
+                if let f = try? await session.captureFrame(exposedAfter: instant, timeout: every + .seconds(5)) { f.release() }
+                schedule.taken(k)
+                if !paused {
+                    paused = true
+                    notice("pausing at slot \(k): \(problem); the job goes on once space is freed")
+                }
+                try record(.init(index: k, wall: wall, state: .skipped, reason: "paused: \(problem)"))
+                counts[.skipped, default: 0] += 1
+                report(slot: k, wall: wall, state: .skipped, reason: "paused: \(problem)")
             case .take(let k, let wall, let instant):
+                if paused {
+                    paused = false
+                    notice("space is back: resuming at slot \(k)")
+                }
                 tookOne = true
                 let (steps, shift) = ramp.settings(biases: biases)
                 let settings = PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant)
@@ -219,7 +272,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 let state: TimelapseJournal.SlotState = failure == nil && frames.count == biases.count ? .taken : .failed
                 if let start { errors.append(start - instant) }
                 let adjusted = abs(shift) > 0.01 ? "bracket shifted \(String(format2: shift)) EV to fit the exposure limits" : nil
-                try journal.record(.init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
+                try record(.init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
                                          captureID: String(settings.uniqueID) + "-" + String(PhotoFacts.processNonce, radix: 16),
                                          number: nil),
                                    frames: frames, files: files, decision: decision, rampAfter: ramp.settings)
@@ -228,6 +281,8 @@ struct TimelapseCommand: AsyncParsableCommand {
             }
         }
         await session.stop()
+        try flushJournal()
+        if !unjournalled.isEmpty { notice("\(unjournalled.count) slots could not be journalled (the disk is full); their files are on disk") }
         let why = stop.reason ?? "the schedule ended"
         let all = try journal.counts()
         let integrity = try journal.database.integrityCheck()

@@ -117,6 +117,12 @@ public final class PhotoFileWriter: Sendable {
 
     /// Bytes of frame copies one photo holds in the pool, and its files' size on disk
     /// (DNG: 16-bit samples; JPEG: at most half a byte per pixel at high quality).
+    /// About how many bytes a capture of `steps` photos in `formats` puts on disk (what
+    /// `capture` checks against the directory's reserve before it starts).
+    public func diskEstimate(_ formats: Set<PhotoFormat>, steps: Int) -> Int64 {
+        footprint(formats).disk * Int64(steps) + (256 << 10)
+    }
+
     func footprint(_ formats: Set<PhotoFormat>) -> (memory: Int, disk: Int64) {
         var memory = 0
         var disk: Int64 = 64 << 10
