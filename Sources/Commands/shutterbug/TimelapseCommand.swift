@@ -208,8 +208,31 @@ struct TimelapseCommand: AsyncParsableCommand {
                 }
             }
         }
+        // On a terminal, a status line under the slot lines, rewritten after each slot.
+        let live = !json && isatty(1) != 0 && isatty(2) != 0
+        var lastSettings = ramp.settings
+        var lastPhase = "-"
+        func status() {
+            let next = schedule.next
+            let total = schedule.total
+            guard live, total.map({ next < $0 }) ?? true else { return }
+            let wait = SensorTime(nanoseconds: schedule.wall(of: next).nanoseconds - offsetNow()) - cam.now
+            let free = (try? directory.freeBytes()).map { Self.bytes($0) + " free" } ?? "free space unknown"
+            let left = total.map { "\(Self.span(every * max(0, $0 - next))) to go" } ?? "until stopped"
+            var line = "slot \(next)\(total.map { "/\($0)" } ?? "") · next in \(Self.span(max(.zero, wait))) · \(lastSettings.exposure.exposureDescription) gain \(String(format2: lastSettings.gain)) · \(lastPhase) · \(free) · \(left)"
+            line = "\r\u{1B}[K" + line
+            line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+        }
+        func clearStatus() {
+            guard live else { return }
+            var clear = "\r\u{1B}[K"
+            clear.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+        }
+        defer { clearStatus() }
         loop: while stop.reason == nil {
-            switch schedule.step(now: cam.now, offset: offsetNow()) {
+            status()
+            let step = schedule.step(now: cam.now, offset: offsetNow())
+            switch step {
             case .finished:
                 break loop
             case .skip(let k, let wall, let reason):
@@ -217,6 +240,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 let state: TimelapseJournal.SlotState = tookOne || resume.lastSlot == nil ? .skipped : .missed
                 try record(.init(index: k, wall: wall, state: state, reason: state == .missed ? "the job was not running" : reason))
                 counts[state, default: 0] += 1
+                clearStatus()
                 report(slot: k, wall: wall, state: state, reason: reason)
             case .take(let k, let wall, let instant) where spaceProblem() != nil:
                 // Paused for space: the slot still passes on time, recorded with why; nothing
@@ -230,6 +254,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 }
                 try record(.init(index: k, wall: wall, state: .skipped, reason: "paused: \(problem)"))
                 counts[.skipped, default: 0] += 1
+                clearStatus()
                 report(slot: k, wall: wall, state: .skipped, reason: "paused: \(problem)")
             case .take(let k, let wall, let instant):
                 if paused {
@@ -277,9 +302,13 @@ struct TimelapseCommand: AsyncParsableCommand {
                                          number: nil),
                                    frames: frames, files: files, decision: decision, rampAfter: ramp.settings)
                 counts[state, default: 0] += 1
+                clearStatus()
                 report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count)
+                lastSettings = steps[zero]
+                lastPhase = decision?.phase ?? lastPhase
             }
         }
+        clearStatus()
         await session.stop()
         try flushJournal()
         if !unjournalled.isEmpty { notice("\(unjournalled.count) slots could not be journalled (the disk is full); their files are on disk") }
@@ -306,6 +335,21 @@ struct TimelapseCommand: AsyncParsableCommand {
             }
             print("  journal \(journal.database.path): integrity \(integrity)")
         }
+    }
+
+    /// "3 h 20 min", "4 min 10 s", "9.8 s".
+    static func span(_ d: Duration) -> String {
+        let s = d.secondsValue
+        if s < 60 { return String(format2: s) + " s" }
+        let total = Int(s.rounded())
+        if total < 3600 { return "\(total / 60) min \(total % 60) s" }
+        if total < 86_400 { return "\(total / 3600) h \(total % 3600 / 60) min" }
+        return "\(total / 86_400) d \(total % 86_400 / 3600) h"
+    }
+
+    static func bytes(_ n: Int64) -> String {
+        let g = Double(n) / Double(1 << 30)
+        return g >= 1 ? String(format2: g) + " GiB" : String(format2: Double(n) / Double(1 << 20)) + " MiB"
     }
 
     /// Full-range luma (0...255) to linear light, as the sRGB curve the ISP applied.

@@ -123,7 +123,7 @@ public struct ExposureRamp: Sendable, Hashable {
         var step = 0.0
         var note: String
         if abs(error) < c.deadband {
-            note = "held (within ±\(c.deadband) EV)"
+            note = "held, within ±\(c.deadband) EV"
         } else {
             step = error * c.damping
             if abs(step) > c.maxStep {
