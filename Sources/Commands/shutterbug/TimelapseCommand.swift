@@ -402,6 +402,8 @@ struct TimelapseCommand: AsyncParsableCommand {
             }
             o.add("files", files)
             print(o.text)
+            // One line per slot as it happens, also into a pipe (a service, a log).
+            fflush(nil)
             return
         }
         guard state == .taken || state == .failed else {
@@ -411,6 +413,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         let err = zip([instant], [start]).compactMap { i, s in i.flatMap { i in s.map { ($0 - i).preciseDescription } } }.first ?? "-"
         let exp = frames.compactMap { $0.metadata.exposureTime?.exposureDescription }.joined(separator: ",")
         let ramp = decision.map { " | \($0.phase), metered \(String(format2: $0.metered * 100))%, step \(String(format2: $0.stepEV)) EV (\($0.note)) → next \($0.to.exposure.exposureDescription) gain \(String(format2: $0.to.gain))" } ?? ""
+        defer { fflush(nil) }
         print("slot \(k) (\(wall)): \(state.rawValue)\(reason.map { " (\($0))" } ?? ""), frames \(frames.map { String($0.metadata.sequence) }.joined(separator: ",")), \(exp), error \(err)\(ramp)")
     }
 }

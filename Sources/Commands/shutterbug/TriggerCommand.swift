@@ -449,6 +449,8 @@ struct TriggerCommand: AsyncParsableCommand {
     private func us(_ d: Duration?) -> String { d.map { String(format2: $0.microsecondsValue / 1000) + " ms" } ?? "-" }
 
     private func report(_ t: Trigger, _ c: Captured) {
+        // One line per capture as it happens, also into a pipe.
+        defer { fflush(nil) }
         if json {
             var o = JSONObject()
             o.add("trigger", Int(t.sequence))
