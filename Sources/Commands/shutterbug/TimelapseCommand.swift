@@ -368,7 +368,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n < 0 { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
             if n == 0 { break }
-            crc = CRC32.checksum(buffer.prefix(n), initial: crc)
+            crc = buffer.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0.prefix(n)), initial: crc) }
         }
         return crc
     }

@@ -206,9 +206,15 @@ public enum CRC32 {
         return c
     }
 
-    public static func checksum<S: Sequence>(_ bytes: S, initial: UInt32 = 0) -> UInt32 where S.Element == UInt8 {
+    public static func checksum(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
         var c = ~initial
-        for b in bytes { c = table[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
+        table.withUnsafeBufferPointer { t in
+            for b in bytes { c = t[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
+        }
         return ~c
+    }
+
+    public static func checksum(_ bytes: [UInt8], initial: UInt32 = 0) -> UInt32 {
+        bytes.withUnsafeBytes { checksum($0, initial: initial) }
     }
 }
