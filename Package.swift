@@ -41,7 +41,7 @@ let package = Package(
         .target(name: "CGPIO", path: "Sources/C/CGPIO"),
         .systemLibrary(name: "CSQLite", path: "Sources/C/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CDRM", path: "Sources/C/CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
-        // DNG (libtiff), JPEG (libjpeg-turbo) and EXIF (libexif), behind one plain C header.
+        // DNG (libtiff), JPEG (libjpeg-turbo), EXIF (libexif) and PNG (libpng), behind one plain C header.
         // Raw Bayer codecs with no library behind them (the Pi 5's PISP_COMP1).
         .target(name: "CRawCodecs", path: "Sources/C/CRawCodecs", cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])]),
         .target(
@@ -49,7 +49,7 @@ let package = Package(
             dependencies: ["CRawCodecs"],
             path: "Sources/C/CImageCodecs",
             cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])],
-            linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("jpeg"), .linkedLibrary("exif")]
+            linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("jpeg"), .linkedLibrary("exif"), .linkedLibrary("png16")]
         ),
 
         // Core: pure Swift, clocks injected. Errno (swift-system) is the typed errno at the C

@@ -9,7 +9,7 @@ set -euo pipefail
 # Tests read the output back with tools nobody here wrote: exiftool, LibRaw, djpeg (and tjbench
 # for the output benchmark).
 # Colour is checked by LibRaw through rawpy (PyPI), installed below with numpy.
-packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libsqlite3-dev sqlite3
+packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libpng-dev libsqlite3-dev sqlite3
 	libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils

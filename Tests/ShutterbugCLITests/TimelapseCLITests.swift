@@ -70,6 +70,14 @@ struct TimelapseCLITests {
         let taken = Int(try await sqlite(db, "SELECT count(*) FROM slots WHERE state = 'taken'")) ?? -1
         #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE state NOT IN ('taken', 'missed')") == "0")
         #expect(taken >= 8 && Set(jpegs).count == taken * 3, "\(taken) taken, \(jpegs.count) JPEGs")
+        // The keogram: one column per slot of the job, both runs, a whole PNG.
+        let png = try #require(FileManager.default.contents(atPath: dir + "/keogram.png"), "no keogram")
+        #expect(png.prefix(8) == Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
+        let header = [UInt8](png[16..<24])
+        let width = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
+        let height = Int(header[4]) << 24 | Int(header[5]) << 16 | Int(header[6]) << 8 | Int(header[7])
+        #expect(width == 12 && height == 240, "\(width)x\(height)")
+        #expect(png.suffix(8).prefix(4) == Data("IEND".utf8), "the PNG ends with its IEND chunk")
     }
 
     @Test("bad timelapse settings are refused with the accepted range", arguments: [

@@ -191,16 +191,16 @@ struct TimelapseCommand: AsyncParsableCommand {
         }
         // Slots the journal could not take (its disk full too) wait here and go in first when
         // it can; nothing is dropped.
-        var unjournalled: [(TimelapseJournal.SlotRecord, [TimelapseJournal.FrameRecord], [TimelapseJournal.FileRecord], ExposureRamp.Decision?, ExposureRamp.Settings?)] = []
+        var unjournalled: [(TimelapseJournal.SlotRecord, [TimelapseJournal.FrameRecord], [TimelapseJournal.FileRecord], ExposureRamp.Decision?, ExposureRamp.Settings?, [UInt8]?)] = []
         func record(_ slot: TimelapseJournal.SlotRecord, frames: [TimelapseJournal.FrameRecord] = [], files: [TimelapseJournal.FileRecord] = [],
-                    decision: ExposureRamp.Decision? = nil, rampAfter: ExposureRamp.Settings? = nil) throws {
-            unjournalled.append((slot, frames, files, decision, rampAfter))
+                    decision: ExposureRamp.Decision? = nil, rampAfter: ExposureRamp.Settings? = nil, keogram: [UInt8]? = nil) throws {
+            unjournalled.append((slot, frames, files, decision, rampAfter, keogram))
             try flushJournal()
         }
         func flushJournal() throws {
             while let r = unjournalled.first {
                 do {
-                    try journal.record(r.0, frames: r.1, files: r.2, decision: r.3, rampAfter: r.4)
+                    try journal.record(r.0, frames: r.1, files: r.2, decision: r.3, rampAfter: r.4, keogram: r.5)
                     unjournalled.removeFirst()
                 } catch let e as ShutterbugError where e.code == .noSpace {
                     if unjournalled.count == 1 { notice("the journal cannot be written (\(e.message)); its slots are kept until it can") }
@@ -267,12 +267,15 @@ struct TimelapseCommand: AsyncParsableCommand {
                 var frames: [TimelapseJournal.FrameRecord] = []
                 var files: [TimelapseJournal.FileRecord] = []
                 var means: [Int: Double] = [:]
+                var columns: [Int: [UInt8]] = [:]
                 var failure: String?
                 do {
                     for try await e in writer.capture(settings, on: session) {
                         switch e {
                         case .photoCaptured(let s, let m): frames.append(.init(step: s.index, metadata: m, bias: biases[s.index]))
-                        case .photoMetered(let s, let mean): means[s.index] = mean
+                        case .photoMetered(let s, let mean, let column):
+                            means[s.index] = mean
+                            columns[s.index] = column
                         case .fileWritten(let f): files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try Self.crc32(of: f.path)))
                         case .writeFailed(_, let format, let error): failure = "\(format): \(error)"
                         default: break
@@ -300,7 +303,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 try record(.init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
                                          captureID: String(settings.uniqueID) + "-" + String(PhotoFacts.processNonce, radix: 16),
                                          number: nil),
-                                   frames: frames, files: files, decision: decision, rampAfter: ramp.settings)
+                                   frames: frames, files: files, decision: decision, rampAfter: ramp.settings, keogram: columns[zero])
                 counts[state, default: 0] += 1
                 clearStatus()
                 report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count)
@@ -312,6 +315,14 @@ struct TimelapseCommand: AsyncParsableCommand {
         await session.stop()
         try flushJournal()
         if !unjournalled.isEmpty { notice("\(unjournalled.count) slots could not be journalled (the disk is full); their files are on disk") }
+        // The job's keogram so far, one column per slot, replaced whole (never half written).
+        var keogramPath: String?
+        do {
+            let png = try Keogram.png(try journal.keogramColumns())
+            keogramPath = try directory.replace("keogram.png", with: png)
+        } catch {
+            notice("the keogram was not written: \(error)")
+        }
         let why = stop.reason ?? "the schedule ended"
         let all = try journal.counts()
         let integrity = try journal.database.integrityCheck()
@@ -327,6 +338,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             o.add("scheduleErrorP99Us", dist?.p99.microsecondsValue)
             o.add("scheduleErrorMaxUs", dist?.max.microsecondsValue)
             o.add("journalIntegrity", integrity)
+            o.add("keogram", keogramPath)
             print(o.text)
         } else {
             print("stopped by \(why): this run \(counts[.taken] ?? 0) taken, \(counts[.skipped] ?? 0) skipped, \(counts[.missed] ?? 0) missed, \(counts[.failed] ?? 0) failed; the job in all \(all[.taken] ?? 0) taken, \(all[.skipped] ?? 0) skipped, \(all[.missed] ?? 0) missed, \(all[.failed] ?? 0) failed")
@@ -334,6 +346,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 print("  slot to exposure start: p50 \(dist.p50.preciseDescription), p99 \(dist.p99.preciseDescription), max \(dist.max.preciseDescription) over \(dist.count) (no phase locking yet: up to a frame period)")
             }
             print("  journal \(journal.database.path): integrity \(integrity)")
+            if let keogramPath { print("  keogram: \(keogramPath)") }
         }
     }
 

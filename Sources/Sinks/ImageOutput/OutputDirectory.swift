@@ -188,6 +188,38 @@ public final class OutputDirectory: Sendable {
         return (dir + "/" + final, Int64(st.st_size))
     }
 
+    /// Writes `bytes` at `relative`, replacing what is there in one rename: a reader sees the
+    /// old file or the new one whole (a keogram rewritten as a job goes on).
+    ///
+    /// - Returns: the path.
+    @discardableResult
+    public func replace(_ relative: String, with bytes: [UInt8]) throws -> String {
+        let full = path + "/" + relative
+        let slash = full.lastIndex(of: "/")!
+        let dir = String(full[..<slash]), name = String(full[full.index(after: slash)...])
+        try Self.makeDirectories(dir)
+        let dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirfd >= 0 else { throw ShutterbugError(.system, "cannot open \(dir)", errno: errno) }
+        defer { close(dirfd) }
+        let temp = "\(Self.temporaryPrefix)\(getpid())-\(UInt32.random(in: 0...UInt32.max))-0.tmp"
+        let fd = openat(dirfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Self.error(errno, "cannot create a file in \(dir)") }
+        var renamed = false
+        defer { if !renamed { unlinkat(dirfd, temp, 0) } }
+        do {
+            try Self.writeAll(fd, bytes)
+            guard fsync(fd) == 0 else { throw Self.error(errno, "cannot sync \(full)") }
+        } catch {
+            close(fd)
+            throw error
+        }
+        guard close(fd) == 0 else { throw Self.error(errno, "cannot close \(full)") }
+        guard renameat(dirfd, temp, dirfd, name) == 0 else { throw Self.error(errno, "cannot replace \(full)") }
+        renamed = true
+        guard fsync(dirfd) == 0 else { throw Self.error(errno, "cannot sync the directory \(dir)") }
+        return full
+    }
+
     /// A writer for a whole buffer, retrying short writes and EINTR.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { try writeAll(fd, $0) }

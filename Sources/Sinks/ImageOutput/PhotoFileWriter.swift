@@ -34,8 +34,8 @@ public enum OutputEvent: Sendable {
     /// A step's frame is captured and copied; its camera buffer is already back in use.
     case photoCaptured(ResolvedStep, FrameMetadata)
     /// With `metersLuma`: the step's processed frame's mean luma (0...255, every 4th pixel of
-    /// every 4th row), for software exposure control.
-    case photoMetered(ResolvedStep, meanLuma: Double)
+    /// every 4th row), for software exposure control, and its middle column for a keogram.
+    case photoMetered(ResolvedStep, meanLuma: Double, keogramColumn: [UInt8])
     case captureFinished(ResolvedPhotoSettings)
     /// A file is on disk under its final name, synced.
     case fileWritten(WrittenFile)
@@ -194,7 +194,8 @@ public final class PhotoFileWriter: Sendable {
                 record.add(step: step, metadata: metadata, facts: facts)
                 out.yield(.photoCaptured(step, metadata))
                 if metersLuma, let yuv, let luma = yuv.planes.first {
-                    out.yield(.photoMetered(step, meanLuma: Self.meanLuma(yuv.bytes, plane: luma, width: yuv.width, height: yuv.height)))
+                    out.yield(.photoMetered(step, meanLuma: Self.meanLuma(yuv.bytes, plane: luma, width: yuv.width, height: yuv.height),
+                                            keogramColumn: Keogram.column(yuv)))
                 }
                 let base = name!(stepNumber)
                 unused -= memory

@@ -13,6 +13,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         case int(Int64)
         case double(Double)
         case text(String)
+        case blob([UInt8])
         case null
 
         public var int: Int64? { if case .int(let v) = self { v } else { nil } }
@@ -24,6 +25,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
             }
         }
         public var text: String? { if case .text(let v) = self { v } else { nil } }
+        public var blob: [UInt8]? { if case .blob(let v) = self { v } else { nil } }
     }
 
     /// Opens (creating) the database at `path`.
@@ -70,6 +72,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
             case .int(let x): sqlite3_bind_int64(stmt, n, x)
             case .double(let x): sqlite3_bind_double(stmt, n, x)
             case .text(let x): sbsqlite_bind_text(stmt, n, x)
+            case .blob(let x): x.withUnsafeBytes { sbsqlite_bind_blob(stmt, n, $0.baseAddress, Int32($0.count)) }
             case .null: sqlite3_bind_null(stmt, n)
             }
             guard rc == SQLITE_OK else { throw error("binding value \(n)") }
@@ -85,6 +88,8 @@ public final class SQLiteDatabase: @unchecked Sendable {
                 case SQLITE_INTEGER: .int(sqlite3_column_int64(stmt, c))
                 case SQLITE_FLOAT: .double(sqlite3_column_double(stmt, c))
                 case SQLITE_TEXT: .text(String(cString: sqlite3_column_text(stmt, c)))
+                case SQLITE_BLOB:
+                    .blob(Array(UnsafeRawBufferPointer(start: sqlite3_column_blob(stmt, c), count: Int(sqlite3_column_bytes(stmt, c)))))
                 default: .null
                 }
             })

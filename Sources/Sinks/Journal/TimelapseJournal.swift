@@ -105,6 +105,8 @@ public final class TimelapseJournal: @unchecked Sendable {
                 job INTEGER NOT NULL, idx INTEGER NOT NULL, metered REAL, lux REAL, error_ev REAL, night_offset_ev REAL, step_ev REAL,
                 from_exposure_us REAL, from_gain REAL, to_exposure_us REAL, to_gain REAL, phase TEXT, note TEXT,
                 PRIMARY KEY (job, idx), FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
+            CREATE TABLE IF NOT EXISTS keogram(job INTEGER NOT NULL, idx INTEGER NOT NULL, rgb BLOB NOT NULL,
+                PRIMARY KEY (job, idx), FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
             CREATE TABLE IF NOT EXISTS ramp(job INTEGER PRIMARY KEY REFERENCES jobs(id), exposure_ns INTEGER NOT NULL, gain REAL NOT NULL, after_slot INTEGER NOT NULL);
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '\(Self.schemaVersion)');
             """)
@@ -140,8 +142,9 @@ public final class TimelapseJournal: @unchecked Sendable {
 
     /// Records one slot whole: the slot, its frames, files, ramp decision and the ramp state
     /// after it, in one transaction.
+    /// `keogram`: the slot's keogram column (RGB, top to bottom).
     public func record(_ slot: SlotRecord, frames: [FrameRecord] = [], files: [FileRecord] = [], decision: ExposureRamp.Decision? = nil,
-                       rampAfter: ExposureRamp.Settings? = nil) throws {
+                       rampAfter: ExposureRamp.Settings? = nil, keogram: [UInt8]? = nil) throws {
         try database.transaction {
             var error = Value.null
             if let i = slot.instant, let e = slot.exposureStart { error = .int((e - i).nanosecondsValue) }
@@ -168,11 +171,26 @@ public final class TimelapseJournal: @unchecked Sendable {
                     .double(d.stepEV), .double(d.from.exposure.microsecondsValue), .double(d.from.gain), .double(d.to.exposure.microsecondsValue),
                     .double(d.to.gain), .text(d.phase), .text(d.note)])
             }
+            if let k = keogram {
+                try database.query("INSERT INTO keogram VALUES (?,?,?)", [.int(jobID), .int(Int64(slot.index)), .blob(k)])
+            }
             if let r = rampAfter {
                 try database.query("INSERT INTO ramp(job, exposure_ns, gain, after_slot) VALUES (?,?,?,?) ON CONFLICT(job) DO UPDATE SET exposure_ns = excluded.exposure_ns, gain = excluded.gain, after_slot = excluded.after_slot",
                                    [.int(jobID), .int(r.exposure.nanosecondsValue), .double(r.gain), .int(Int64(slot.index))])
             }
         }
+    }
+
+    /// Every slot's keogram column from the first slot to the last recorded, nil where a
+    /// slot has none.
+    public func keogramColumns() throws -> [[UInt8]?] {
+        let last = Int(try database.query("SELECT max(idx) FROM slots WHERE job = ?", [.int(jobID)])[0][0].int ?? -1)
+        guard last >= 0 else { return [] }
+        var columns = [[UInt8]?](repeating: nil, count: last + 1)
+        for row in try database.query("SELECT idx, rgb FROM keogram WHERE job = ?", [.int(jobID)]) {
+            if let i = row[0].int, Int(i) <= last { columns[Int(i)] = row[1].blob }
+        }
+        return columns
     }
 
     /// Slots recorded per state.

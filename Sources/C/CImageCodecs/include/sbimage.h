@@ -98,6 +98,11 @@ int sbi_exif_build(const sbi_photo_facts *facts, uint32_t width, uint32_t height
 		   const uint8_t *thumb_jpeg, size_t thumb_len, uint8_t **out, size_t *out_len,
 		   char *err, size_t errlen);
 
+/* Encodes 8-bit RGB rows (`stride` bytes apart) as a PNG (sRGB) in memory. On success *out is
+ * malloc'ed; free with sbi_free(). */
+int sbi_png_encode_rgb(const uint8_t *rgb, uint32_t width, uint32_t height, size_t stride, uint8_t **out, size_t *out_len,
+		       char *err, size_t errlen);
+
 void sbi_free(void *p);
 
 #ifdef __cplusplus
