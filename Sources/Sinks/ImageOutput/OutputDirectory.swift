@@ -138,12 +138,7 @@ public final class OutputDirectory: Sendable {
     /// - Throws: whatever `body` throws, or `.noSpace`/`.system` from the writes; the
     ///   temporary file is removed first.
     public func write(_ relative: String, _ body: (Int32) throws -> Void) throws -> (path: String, bytes: Int64) {
-        let full = path + "/" + relative
-        let slash = full.lastIndex(of: "/")!
-        let dir = String(full[..<slash]), name = String(full[full.index(after: slash)...])
-        try Self.makeDirectories(dir)
-        let dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dirfd >= 0 else { throw ShutterbugError(.system, "cannot open \(dir)", errno: errno) }
+        let (full, dir, name, dirfd) = try openParent(relative)
         defer { close(dirfd) }
 
         // An unnamed file where the filesystem allows it, else a temporary name.
@@ -188,18 +183,25 @@ public final class OutputDirectory: Sendable {
         return (dir + "/" + final, Int64(st.st_size))
     }
 
-    /// Writes `bytes` at `relative`, replacing what is there in one rename: a reader sees the
-    /// old file or the new one whole (a keogram rewritten as a job goes on).
-    ///
-    /// - Returns: the path.
-    @discardableResult
-    public func replace(_ relative: String, with bytes: [UInt8]) throws -> String {
+    /// The folder of `relative` (created as needed), opened: the full path, the folder, the
+    /// file's name and the folder's descriptor, which the caller closes.
+    private func openParent(_ relative: String) throws -> (full: String, dir: String, name: String, dirfd: Int32) {
         let full = path + "/" + relative
         let slash = full.lastIndex(of: "/")!
         let dir = String(full[..<slash]), name = String(full[full.index(after: slash)...])
         try Self.makeDirectories(dir)
         let dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dirfd >= 0 else { throw ShutterbugError(.system, "cannot open \(dir)", errno: errno) }
+        return (full, dir, name, dirfd)
+    }
+
+    /// Writes `bytes` at `relative`, replacing what is there in one rename: a reader sees the
+    /// old file or the new one whole (a keogram rewritten as a job goes on).
+    ///
+    /// - Returns: the path.
+    @discardableResult
+    public func replace(_ relative: String, with bytes: [UInt8]) throws -> String {
+        let (full, dir, name, dirfd) = try openParent(relative)
         defer { close(dirfd) }
         let temp = "\(Self.temporaryPrefix)\(getpid())-\(UInt32.random(in: 0...UInt32.max))-0.tmp"
         let fd = openat(dirfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
