@@ -86,6 +86,7 @@ struct TimelapseCLITests {
         (["timelapse", "--output", "/tmp/x", "--until", "tomorrow"], "2026-12-01T08:00"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--ramp-step", "5"], "--ramp-step"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--scene-schedule", "dusk"], "daynight:PERIOD"),
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--fault-disconnect-at", "3"], "from 10 on"),
     ])
     func refused(args: [String], says: String) async throws {
         let r = try await runChild(Self.exe, args)
@@ -219,6 +220,23 @@ struct TimelapseCLITests {
             #expect(size == Int(p[1]), "\(p[0])")
         }
         #expect(try await sqlite(db, "SELECT count(*) FROM slots") == "300")
+    }
+
+    @Test("a camera that goes away mid-run (the simulator's fault injection) is opened again and the job goes on; the slot it took with it is recorded as failed, with why")
+    func cameraReopened() async throws {
+        let dir = NSTemporaryDirectory() + "sb-timelapse-lost-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runChild(Self.exe, ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--interval", "10s", "--count", "12",
+                                              "--fault-disconnect-at", "1000", "--output", dir, "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        let (slots, summary) = try lines(r.out)
+        #expect(slots.count == 12)
+        #expect((summary["cameraReopened"] as? Int ?? 0) >= 2, "\(summary)")
+        let failed = slots.filter { $0["state"] as? String == "failed" }
+        #expect(failed.count == summary["cameraReopened"] as? Int, "one failed slot per time the camera went away")
+        #expect(failed.allSatisfy { ($0["reason"] as? String)?.contains("went away") == true }, "\(failed)")
+        #expect((summary["journalTaken"] as? Int ?? 0) + failed.count == 12, "every other slot taken: \(summary)")
+        #expect(r.err.contains("opening it again") && r.err.contains("the camera is back"), "\(r.err)")
     }
 
     /// Every JPEG ends with its end-of-image marker, every DNG is a TIFF of its full length,

@@ -1,4 +1,5 @@
 import ShutterbugCore
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -43,6 +44,9 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     private var pulses = Ring<(start: SensorTime, width: Duration)>(capacity: 64)
     private var ignoredPulses = 0
     private var pulseBusyUntil: SensorTime?
+
+    /// The latest virtual time any simulated camera in this process has reached.
+    private static let virtualFloor = Atomic<Int64>(0)
 
     /// Creates a simulated camera with a sensor profile.
     ///
@@ -298,11 +302,14 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             startCount += 1
             var options = self.options
             options.seed = options.seed &+ (startCount - 1) &* 0x9E37_79B9_7F4A_7C15
-            let now = MonotonicClock.now()
+            // Virtual time runs ahead of the monotonic clock; a camera started again (reopened
+            // after a fault) goes on from where the virtual clock had got to, not back in time.
+            let real = MonotonicClock.now()
+            let now = options.clock == .virtual ? max(real, SensorTime(nanoseconds: Self.virtualFloor.load(ordering: .relaxed))) : real
             var pipeline = SimulatedPipeline(profile: profile, mode: mode, options: options, start: now, controls: strip(controls, unsupported))
             var wall = timespec()
             clock_gettime(CLOCK_REALTIME, &wall)
-            pipeline.wallClockOffsetNanoseconds = Int64(wall.tv_sec) * 1_000_000_000 + Int64(wall.tv_nsec) - now.nanoseconds
+            pipeline.wallClockOffsetNanoseconds = Int64(wall.tv_sec) * 1_000_000_000 + Int64(wall.tv_nsec) - real.nanoseconds
             return pipeline
         }
         thread = OSThread { [self] in sensorLoop(pipeline) }
@@ -426,7 +433,10 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             let next: (request: SimulatedPipeline.Request?, end: Bool) = lock.withLock {
                 injected = requestedStall
                 requestedStall = nil
-                if !realTime { virtualNow = timing.completion }
+                if !realTime {
+                    virtualNow = timing.completion
+                    Self.virtualFloor.max(timing.completion.nanoseconds, ordering: .relaxed)
+                }
                 if realTime {
                     while !stopping, !lost, MonotonicClock.now() < timing.completion {
                         lock.wait(until: timing.completion)

@@ -56,6 +56,9 @@ struct CameraOptions: ParsableArguments {
     @Flag(name: .long, help: "Simulated camera: external-trigger mode, as the Global Shutter camera (sim:imx296) with the driver's trigger_mode=1: no free-running frames, each trigger pulse exposes one.")
     var externalTrigger = false
 
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera, fault injection: the camera disappears at this sensor frame after each start (as if unplugged).", valueName: "frame"))
+    var faultDisconnectAt: UInt64?
+
     func validate() throws { _ = try simulationOptions() }
 
     /// The simulation options these flags describe.
@@ -91,6 +94,10 @@ struct CameraOptions: ParsableArguments {
         o.illuminant = try Self.kelvin(illuminant)
         o.externalTrigger = externalTrigger
         o.sceneSchedule = try sceneSchedule.map(Self.luxSchedule)
+        if let f = faultDisconnectAt {
+            guard f >= 10 else { throw ValidationError("--fault-disconnect-at must be a frame from 10 on, not \(f)") }
+            o.faults.disconnectAtFrame = f
+        }
         return o
     }
 

@@ -115,20 +115,32 @@ struct TimelapseCommand: AsyncParsableCommand {
         let every = try period()
         let biases = try self.biases()
         let formats = try Bracket.formats(parsing: format)
-        let cam = try camera.open()
-        defer { cam.release() }
-        let session = CaptureSession(backend: cam)
         var stream = StreamRequest(role: .still)
         if let size { (stream.width, stream.height) = try Self.parseSize(size) }
         var streams = [stream]
         if formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
-        let config = try await session.start(streams: streams, preparedBracketCount: biases.count)
-        for a in config.adjustments { notice("adjusted: \(a)") }
-
         let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
-        let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
-        try writer.check(formats)
-        writer.meterLuma(true)
+        /// The camera, its session and the writer for its streams: opened at the start, and
+        /// again when the camera fails or goes away.
+        func openCamera() async throws -> (any CameraBackend, CaptureSession, PhotoFileWriter) {
+            let cam = try camera.open()
+            do {
+                let session = CaptureSession(backend: cam)
+                let config = try await session.start(streams: streams, preparedBracketCount: biases.count)
+                for a in config.adjustments { notice("adjusted: \(a)") }
+                let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
+                try writer.check(formats)
+                writer.meterLuma(true)
+                return (cam, session, writer)
+            } catch {
+                cam.release()
+                throw error
+            }
+        }
+        var (cam, session, writer) = try await openCamera()
+        defer { cam.release() }
+        var reopened = 0
+
         let journal = try TimelapseJournal(path: output + "/timelapse.sqlite", job: job, spec: spec())
         let resume = try journal.resume()
 
@@ -268,6 +280,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 var files: [TimelapseJournal.FileRecord] = []
                 var means: [Int: Double] = [:]
                 var columns: [Int: [UInt8]] = [:]
+                var cameraTrouble = false
                 var failure: String?
                 do {
                     for try await e in writer.capture(settings, on: session) {
@@ -283,7 +296,9 @@ struct TimelapseCommand: AsyncParsableCommand {
                     }
                 } catch {
                     failure = "\(error)"
+                    cameraTrouble = (error as? ShutterbugError).map { [.cameraLost, .timeout, .system].contains($0.code) } ?? false
                 }
+                if await session.failureReason != nil { cameraTrouble = true }
                 schedule.taken(k)
                 frames.sort { $0.step < $1.step }
                 let start = frames.compactMap(\.metadata.exposureStart).min()
@@ -309,6 +324,25 @@ struct TimelapseCommand: AsyncParsableCommand {
                 report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count)
                 lastSettings = steps[zero]
                 lastPhase = decision?.phase ?? lastPhase
+                if cameraTrouble {
+                    // The camera failed or went away: open it again; the slots that pass
+                    // meanwhile are recorded as skipped (late) by the schedule.
+                    notice("slot \(k): the camera failed (\(failure ?? "the session failed")); opening it again")
+                    await session.stop()
+                    cam.release()
+                    while true {
+                        do {
+                            (cam, session, writer) = try await openCamera()
+                            reopened += 1
+                            notice("the camera is back (\(cam.info.id)); the job goes on")
+                            break
+                        } catch {
+                            if stop.reason != nil { throw error }
+                            notice("the camera cannot be opened yet (\(error)); trying again in 5 s")
+                            try? await Task.sleep(for: .seconds(5))
+                        }
+                    }
+                }
             }
         }
         clearStatus()
@@ -338,6 +372,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             o.add("scheduleErrorP99Us", dist?.p99.microsecondsValue)
             o.add("scheduleErrorMaxUs", dist?.max.microsecondsValue)
             o.add("journalIntegrity", integrity)
+            o.add("cameraReopened", reopened)
             o.add("keogram", keogramPath)
             print(o.text)
         } else {
@@ -346,6 +381,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 print("  slot to exposure start: p50 \(dist.p50.preciseDescription), p99 \(dist.p99.preciseDescription), max \(dist.max.preciseDescription) over \(dist.count) (no phase locking yet: up to a frame period)")
             }
             print("  journal \(journal.database.path): integrity \(integrity)")
+            if reopened > 0 { print("  the camera was opened again \(reopened) time\(reopened == 1 ? "" : "s") after failing") }
             if let keogramPath { print("  keogram: \(keogramPath)") }
         }
     }
