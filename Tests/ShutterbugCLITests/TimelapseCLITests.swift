@@ -87,6 +87,8 @@ struct TimelapseCLITests {
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--ramp-step", "5"], "--ramp-step"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--scene-schedule", "dusk"], "daynight:PERIOD"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--fault-disconnect-at", "3"], "from 10 on"),
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--keep", "lots"], "--keep must be a size"),
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--keep-days", "0"], "--keep-days"),
     ])
     func refused(args: [String], says: String) async throws {
         let r = try await runChild(Self.exe, args)
@@ -237,6 +239,28 @@ struct TimelapseCLITests {
         #expect(failed.allSatisfy { ($0["reason"] as? String)?.contains("went away") == true }, "\(failed)")
         #expect((summary["journalTaken"] as? Int ?? 0) + failed.count == 12, "every other slot taken: \(summary)")
         #expect(r.err.contains("opening it again") && r.err.contains("the camera is back"), "\(r.err)")
+    }
+
+    @Test("retention keeps the newest slots within --keep: the oldest slots' files go whole, the journal says which, the disk agrees")
+    func retention() async throws {
+        let dir = NSTemporaryDirectory() + "sb-timelapse-keep-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runChild(Self.exe, ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--interval", "10s", "--count", "30",
+                                              "--ev", "-1,0,1", "--keep", "1MB", "--output", dir, "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        let (_, summary) = try lines(r.out)
+        let deleted = summary["slotsDeletedByRetention"] as? Int ?? 0
+        #expect(deleted > 10, "\(summary)")
+        #expect((summary["bytesKept"] as? Int ?? .max) <= 1_000_000, "\(summary)")
+        let db = dir + "/timelapse.sqlite"
+        // Whole slots, oldest first: every deleted slot is older than every kept one.
+        #expect(try await sqlite(db, "SELECT (SELECT max(idx) FROM files WHERE deleted = 1) < (SELECT min(idx) FROM files WHERE deleted = 0)") == "1")
+        #expect(try await sqlite(db, "SELECT count(DISTINCT idx) FROM files WHERE deleted = 1") == String(deleted))
+        #expect(try await sqlite(db, "SELECT count(*) FROM (SELECT idx FROM files GROUP BY idx HAVING min(deleted) != max(deleted))") == "0", "a slot partly deleted")
+        for row in try await sqlite(db, "SELECT path, deleted FROM files").split(separator: "\n") {
+            let p = row.split(separator: "|")
+            #expect(FileManager.default.fileExists(atPath: String(p[0])) == (p[1] == "0"), "\(row)")
+        }
     }
 
     /// Every JPEG ends with its end-of-image marker, every DNG is a TIFF of its full length,

@@ -72,6 +72,12 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Free space to leave on the output filesystem, in MiB (0...1048576): below it the job pauses, and resumes when space returns.", valueName: "MiB"))
     var reserve: Int = 64
 
+    @Option(name: .long, help: ArgumentHelp("Retention: keep at most this much of the job's files (e.g. 1GB, 500MB); the oldest slots' files go first, whole.", valueName: "size"))
+    var keep: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Retention: delete slots' files older than this many days (0.001...36500).", valueName: "days"))
+    var keepDays: Double?
+
     @Flag(name: .long, help: "One JSON object per slot, then a summary object.")
     var json = false
 
@@ -87,8 +93,21 @@ struct TimelapseCommand: AsyncParsableCommand {
         try NumericInput.check(maxGain, "--max-gain", in: 1...64)
         try NumericInput.check(rampStep, "--ramp-step", in: 0.01...3, unit: "EV")
         try NumericInput.check(nightOffset, "--night-offset", in: -4...0, unit: "EV")
+        _ = try keepBytes()
+        if let keepDays { try NumericInput.check(keepDays, "--keep-days", in: 0.001...36_500, unit: "days") }
         guard (0...1_048_576).contains(reserve) else { throw ValidationError("--reserve must be in 0...1048576 MiB, not \(reserve)") }
         guard !job.isEmpty, job.count <= 64 else { throw ValidationError("--job must be a name of 1 to 64 characters") }
+    }
+
+    /// --keep as bytes: 500MB, 1GB, 2TB (1 MB...1000 TB).
+    func keepBytes() throws -> Int64? {
+        guard let keep else { return nil }
+        let t = keep.uppercased()
+        let units: [(String, Double)] = [("TB", 1e12), ("GB", 1e9), ("MB", 1e6)]
+        for (u, scale) in units where t.hasSuffix(u) {
+            if let v = Double(t.dropLast(u.count)), v.isFinite, (1e6...1e15).contains(v * scale) { return Int64(v * scale) }
+        }
+        throw ValidationError("--keep must be a size from 1MB to 1000TB, written 500MB, 1GB or 2TB, not '\(keep)'")
     }
 
     func period() throws -> Duration { try NumericInput.period(interval, "--interval", in: 0.1...(86_400 * 7)) }
@@ -241,6 +260,20 @@ struct TimelapseCommand: AsyncParsableCommand {
             clear.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
         }
         defer { clearStatus() }
+        // Retention, between slots: the oldest slots' files go whole, journalled as deleted.
+        let keepLimit = try keepBytes()
+        var deletedSlots = 0
+        func retain(before current: Int, now: WallClockTime) throws {
+            guard keepLimit != nil || keepDays != nil else { return }
+            let cutoff = keepDays.map { WallClockTime(nanoseconds: now.nanoseconds - Int64($0 * 86_400e9)) }
+            for slot in try journal.slotsToDelete(maxBytes: keepLimit, before: cutoff, current: current) {
+                for path in slot.paths where unlink(path) != 0 && errno != ENOENT {
+                    notice("retention: cannot delete \(path): \(String(cString: strerror(errno)))")
+                }
+                try journal.markDeleted(slot: slot.index)
+                deletedSlots += 1
+            }
+        }
         loop: while stop.reason == nil {
             status()
             let step = schedule.step(now: cam.now, offset: offsetNow())
@@ -269,6 +302,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 clearStatus()
                 report(slot: k, wall: wall, state: .skipped, reason: "paused: \(problem)")
             case .take(let k, let wall, let instant):
+                try retain(before: k, now: wall)
                 if paused {
                     paused = false
                     notice("space is back: resuming at slot \(k)")
@@ -348,6 +382,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         clearStatus()
         await session.stop()
         try flushJournal()
+        try retain(before: schedule.next, now: WallClockTime(nanoseconds: cam.now.nanoseconds + offsetNow()))
         if !unjournalled.isEmpty { notice("\(unjournalled.count) slots could not be journalled (the disk is full); their files are on disk") }
         // The job's keogram so far, one column per slot, replaced whole (never half written).
         var keogramPath: String?
@@ -373,6 +408,8 @@ struct TimelapseCommand: AsyncParsableCommand {
             o.add("scheduleErrorMaxUs", dist?.max.microsecondsValue)
             o.add("journalIntegrity", integrity)
             o.add("cameraReopened", reopened)
+            o.add("slotsDeletedByRetention", deletedSlots)
+            o.add("bytesKept", try journal.bytesKept())
             o.add("keogram", keogramPath)
             print(o.text)
         } else {
@@ -381,6 +418,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 print("  slot to exposure start: p50 \(dist.p50.preciseDescription), p99 \(dist.p99.preciseDescription), max \(dist.max.preciseDescription) over \(dist.count) (no phase locking yet: up to a frame period)")
             }
             print("  journal \(journal.database.path): integrity \(integrity)")
+            if deletedSlots > 0 { print("  retention deleted the files of \(deletedSlots) slot\(deletedSlots == 1 ? "" : "s"); the job keeps \(Self.bytes(try journal.bytesKept()))") }
             if reopened > 0 { print("  the camera was opened again \(reopened) time\(reopened == 1 ? "" : "s") after failing") }
             if let keogramPath { print("  keogram: \(keogramPath)") }
         }

@@ -193,6 +193,45 @@ public final class TimelapseJournal: @unchecked Sendable {
         return columns
     }
 
+    /// Bytes of the job's files still on disk.
+    public func bytesKept() throws -> Int64 {
+        try database.query("SELECT coalesce(sum(bytes), 0) FROM files WHERE job = ? AND deleted = 0", [.int(jobID)])[0][0].int ?? 0
+    }
+
+    /// Retention: the oldest slots whose files must go, whole, so the job keeps at most
+    /// `maxBytes` and nothing taken before `before` (either may be nil). Slots from `current`
+    /// on are never chosen (their files may still be being written).
+    public func slotsToDelete(maxBytes: Int64?, before: WallClockTime?, current: Int) throws -> [(index: Int, paths: [String], bytes: Int64)] {
+        let rows = try database.query(
+            "SELECT f.idx, s.wall_ns, f.path, f.bytes FROM files f JOIN slots s ON s.job = f.job AND s.idx = f.idx WHERE f.job = ? AND f.deleted = 0 AND f.idx < ? ORDER BY f.idx",
+            [.int(jobID), .int(Int64(current))])
+        var bySlot: [(index: Int, wall: Int64, paths: [String], bytes: Int64)] = []
+        for r in rows {
+            let i = Int(r[0].int!), path = r[2].text!, bytes = r[3].int!
+            if bySlot.last?.index == i {
+                bySlot[bySlot.count - 1].paths.append(path)
+                bySlot[bySlot.count - 1].bytes += bytes
+            } else {
+                bySlot.append((i, r[1].int!, [path], bytes))
+            }
+        }
+        var kept = try bytesKept()
+        var out: [(index: Int, paths: [String], bytes: Int64)] = []
+        for slot in bySlot {
+            let tooOld = before.map { slot.wall < $0.nanoseconds } ?? false
+            let tooMuch = maxBytes.map { kept > $0 } ?? false
+            guard tooOld || tooMuch else { break }
+            out.append((slot.index, slot.paths, slot.bytes))
+            kept -= slot.bytes
+        }
+        return out
+    }
+
+    /// Marks a slot's files deleted (after they were unlinked).
+    public func markDeleted(slot index: Int) throws {
+        try database.query("UPDATE files SET deleted = 1 WHERE job = ? AND idx = ?", [.int(jobID), .int(Int64(index))])
+    }
+
     /// Slots recorded per state.
     public func counts() throws -> [SlotState: Int] {
         var out: [SlotState: Int] = [:]
