@@ -20,6 +20,25 @@ struct TriggerQueueTests {
         #expect(q.balanced && q.busy == nil)
     }
 
+    @Test("concurrency: up to N captures at once (a hardware-triggered sensor), finishing oldest first; refused triggers are seen and dropped")
+    func concurrent() throws {
+        var q = try TriggerQueue(policy: .drop, concurrency: 2)
+        #expect(q.arrived(Self.t(1)) == [.capture(Self.t(1))])
+        #expect(q.arrived(Self.t(2)) == [.capture(Self.t(2))])
+        #expect(q.arrived(Self.t(3)) == [.dropped(Self.t(3))])
+        #expect(q.inFlight == [Self.t(1), Self.t(2)] && q.busy == Self.t(1))
+        #expect(q.finished(failed: false) == [])
+        #expect(q.busy == Self.t(2))
+        #expect(q.arrived(Self.t(4)) == [.capture(Self.t(4))])
+        #expect(q.refused(Self.t(5)) == [.dropped(Self.t(5))])
+        #expect(q.balanced)
+        _ = q.finished(failed: true)
+        _ = q.finished(failed: false)
+        #expect(q.counts == { var c = TriggerCounts(); c.seen = 5; c.captured = 2; c.failed = 1; c.dropped = 2; return c }())
+        #expect(q.balanced && q.busy == nil)
+        #expect(throws: ShutterbugError.self) { try TriggerQueue(policy: .drop, concurrency: 0) }
+    }
+
     @Test("coalesce: one waits, a newer trigger replaces it and the older is counted")
     func coalesce() throws {
         var q = try TriggerQueue(policy: .coalesce)

@@ -388,16 +388,11 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
         let triggered = options.externalTrigger
         while true {
             if triggered {
-                // The sensor sleeps until a pulse comes; one that starts while the previous
-                // frame is still being read out is ignored, as the sensor ignores it.
+                // The sensor sleeps until a pulse comes (`pulse` already refused those that
+                // came during the previous frame's readout).
                 let pulse: (start: SensorTime, width: Duration)? = lock.withLock {
-                    while true {
-                        while !stopping, !lost, pulses.isEmpty { lock.wait() }
-                        if stopping || lost { return nil }
-                        let p = pulses.popFirst()!
-                        if p.start >= pipeline.nextTriggerAllowed || pipeline.sequence == 0 { return p }
-                        ignoredPulses += 1
-                    }
+                    while !stopping, !lost, pulses.isEmpty { lock.wait() }
+                    return stopping || lost ? nil : pulses.popFirst()
                 }
                 guard let pulse else { return }
                 pipeline.trigger(at: pulse.start, width: pulse.width)

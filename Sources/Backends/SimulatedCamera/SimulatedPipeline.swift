@@ -302,10 +302,6 @@ public struct SimulatedPipeline: Sendable {
         pulse = (start, width)
     }
 
-    /// External-trigger mode: the earliest instant a pulse can start the next exposure (the
-    /// previous frame's readout must have ended).
-    public var nextTriggerAllowed: SensorTime { previousReadout + mode.readoutTime }
-
     /// Lets `duration` pass with the sensor running and no frame delivered (a stall).
     public mutating func stall(for duration: Duration) {
         pendingTiming = nil

@@ -147,9 +147,8 @@ struct TimelapseCommand: AsyncParsableCommand {
                 let session = CaptureSession(backend: cam)
                 let config = try await session.start(streams: streams, preparedBracketCount: biases.count)
                 for a in config.adjustments { notice("adjusted: \(a)") }
-                let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
+                let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config), metersLuma: true)
                 try writer.check(formats)
-                writer.meterLuma(true)
                 return (cam, session, writer)
             } catch {
                 cam.release()
@@ -183,11 +182,10 @@ struct TimelapseCommand: AsyncParsableCommand {
                                                   gain: (firstMetadata.analogueGain?.value ?? 1) * (firstMetadata.digitalGain?.value ?? 1))
         var ramp = ExposureRamp(rampConfig, settings: startSettings)
 
-        func offsetNow() -> Int64 {
-            if let m = firstMetadata.wallClock, let t = firstMetadata.sensorTimestamp { return m.nanoseconds - t.nanoseconds }
-            return sbshim_realtime_offset_ns()
-        }
-        let startWall = WallClockTime(nanoseconds: cam.now.nanoseconds + offsetNow())
+        // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
+        // slot so a wall-clock step reaches the schedule.
+        var offset = Self.wallOffset(firstMetadata)
+        let startWall = WallClockTime(nanoseconds: cam.now.nanoseconds + offset)
         let plan = TimelapseSchedule.Plan(interval: every, start: startWall, end: try until.map { try NumericInput.wallTime($0, "--until") }, count: count)
         var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
         try journal.setAnchor(schedule.anchor)
@@ -247,7 +245,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             let next = schedule.next
             let total = schedule.total
             guard live, total.map({ next < $0 }) ?? true else { return }
-            let wait = SensorTime(nanoseconds: schedule.wall(of: next).nanoseconds - offsetNow()) - cam.now
+            let wait = SensorTime(nanoseconds: schedule.wall(of: next).nanoseconds - offset) - cam.now
             let free = (try? directory.freeBytes()).map { Self.bytes($0) + " free" } ?? "free space unknown"
             let left = total.map { "\(Self.span(every * max(0, $0 - next))) to go" } ?? "until stopped"
             var line = "slot \(next)\(total.map { "/\($0)" } ?? "") · next in \(Self.span(max(.zero, wait))) · \(lastSettings.exposure.exposureDescription) gain \(String(format2: lastSettings.gain)) · \(lastPhase) · \(free) · \(left)"
@@ -276,7 +274,8 @@ struct TimelapseCommand: AsyncParsableCommand {
         }
         loop: while stop.reason == nil {
             status()
-            let step = schedule.step(now: cam.now, offset: offsetNow())
+            offset = Self.wallOffset(await session.latestFrame)
+            let step = schedule.step(now: cam.now, offset: offset)
             switch step {
             case .finished:
                 break loop
@@ -287,22 +286,24 @@ struct TimelapseCommand: AsyncParsableCommand {
                 counts[state, default: 0] += 1
                 clearStatus()
                 report(slot: k, wall: wall, state: state, reason: reason)
-            case .take(let k, let wall, let instant) where spaceProblem() != nil:
-                // Paused for space: the slot still passes on time, recorded with why; nothing
-                // already written is touched. It resumes by itself when space returns.
-                let problem = spaceProblem()!
-                if let f = try? await session.captureFrame(exposedAfter: instant, timeout: every + .seconds(5)) { f.release() }
-                schedule.taken(k)
-                if !paused {
-                    paused = true
-                    notice("pausing at slot \(k): \(problem); the job goes on once space is freed")
-                }
-                try record(.init(index: k, wall: wall, state: .skipped, reason: "paused: \(problem)"))
-                counts[.skipped, default: 0] += 1
-                clearStatus()
-                report(slot: k, wall: wall, state: .skipped, reason: "paused: \(problem)")
             case .take(let k, let wall, let instant):
+                // Retention first: it may make the room the slot needs.
                 try retain(before: k, now: wall)
+                if let problem = spaceProblem() {
+                    // Paused for space: the slot still passes on time, recorded with why;
+                    // nothing already written is touched. It resumes by itself when space returns.
+                    if let f = try? await session.captureFrame(exposedAfter: instant, timeout: every + .seconds(5)) { f.release() }
+                    schedule.taken(k)
+                    if !paused {
+                        paused = true
+                        notice("pausing at slot \(k): \(problem); the job goes on once space is freed")
+                    }
+                    try record(.init(index: k, wall: wall, state: .skipped, reason: "paused: \(problem)"))
+                    counts[.skipped, default: 0] += 1
+                    clearStatus()
+                    report(slot: k, wall: wall, state: .skipped, reason: "paused: \(problem)")
+                    continue loop
+                }
                 if paused {
                     paused = false
                     notice("space is back: resuming at slot \(k)")
@@ -350,7 +351,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 if let start { errors.append(start - instant) }
                 let adjusted = abs(shift) > 0.01 ? "bracket shifted \(String(format2: shift)) EV to fit the exposure limits" : nil
                 try record(.init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
-                                         captureID: String(settings.uniqueID) + "-" + String(PhotoFacts.processNonce, radix: 16),
+                                         captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)),
                                          number: nil),
                                    frames: frames, files: files, decision: decision, rampAfter: ramp.settings, keogram: columns[zero])
                 counts[state, default: 0] += 1
@@ -382,7 +383,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         clearStatus()
         await session.stop()
         try flushJournal()
-        try retain(before: schedule.next, now: WallClockTime(nanoseconds: cam.now.nanoseconds + offsetNow()))
+        try retain(before: schedule.next, now: WallClockTime(nanoseconds: cam.now.nanoseconds + offset))
         if !unjournalled.isEmpty { notice("\(unjournalled.count) slots could not be journalled (the disk is full); their files are on disk") }
         // The job's keogram so far, one column per slot, replaced whole (never half written).
         var keogramPath: String?
@@ -422,6 +423,13 @@ struct TimelapseCommand: AsyncParsableCommand {
             if reopened > 0 { print("  the camera was opened again \(reopened) time\(reopened == 1 ? "" : "s") after failing") }
             if let keogramPath { print("  keogram: \(keogramPath)") }
         }
+    }
+
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC for a frame: its `FrameWallClock` where the camera
+    /// reports one (the same instant on both clocks), else sampled from the system now.
+    static func wallOffset(_ m: FrameMetadata?) -> Int64 {
+        if let m, let wall = m.wallClock, let t = m.sensorTimestamp { return wall.nanoseconds - t.nanoseconds }
+        return sbshim_realtime_offset_ns()
     }
 
     /// "3 h 20 min", "4 min 10 s", "9.8 s".

@@ -278,36 +278,36 @@ struct TriggerCommand: AsyncParsableCommand {
         for s in stops { tasks.append(Task { for await _ in s.triggers() { post.yield(.stop(s.name)); return } }) }
         if let duration { tasks.append(Task { try? await Task.sleep(for: .seconds(duration)); post.yield(.stop("--duration")) }) }
 
-        var q = try TriggerQueue(policy: TriggerPolicy(rawValue: policy)!, limit: queue)
+        // A triggered sensor has exposed the trigger's frame already, busy or not: each trigger's
+        // capture is asked of the session at once (the session takes them in order), up to
+        // --queue in flight; past that the trigger is dropped (waiting would find no frame).
+        let external = externalSensor != nil
+        var q = external ? try TriggerQueue(policy: .drop, concurrency: queue) : try TriggerQueue(policy: TriggerPolicy(rawValue: policy)!, limit: queue)
         var lags: [TriggerLag] = []
         var stopping: String?
         var sourceEnded = false
         let settingsFormats = formats
         let fileWriter = writer
         let realTime = !camera.virtualTime
-        // A triggered sensor has exposed the trigger's frame already, busy or not: each trigger's
-        // capture is asked of the session at once (the session takes them in order), up to
-        // --queue in flight; past that the trigger is dropped and counted.
-        let external = externalSensor != nil
-        var externalCounts = TriggerCounts()
         func start(_ actions: [TriggerQueue.Action]) {
             for a in actions {
                 switch a {
                 case .capture(let t):
-                    inFlight += 1
+                    unfinished += 1
                     Task {
                         let result = await Self.capture(t, bracket: bracket, formats: settingsFormats, session: session, writer: fileWriter, realTime: realTime, busy: busy,
                                                         framesCaptured: { post.yield(.framesCaptured(t)) })
                         post.yield(.finished(t, result))
                     }
-                case .dropped(let t): if !json { print("trigger \(t.sequence): dropped (busy, --policy \(policy))") }
+                case .dropped(let t):
+                    if !json { print("trigger \(t.sequence): dropped (\(external ? "\(queue) captures in flight, --queue \(queue)" : "busy, --policy \(policy)"))") }
                 case .coalesced(let t): if !json { print("trigger \(t.sequence): coalesced into a later one") }
                 }
             }
         }
         // Captures started and not finished (their files may still be being written), and the
         // triggers whose frames are all captured.
-        var inFlight = 0
+        var unfinished = 0
         var framesDone: Set<UInt64> = []
         /// The queue's capture is over (its frames are in, or it failed): the next may start.
         func captureOver(_ t: Trigger, failed: Bool) {
@@ -318,46 +318,32 @@ struct TriggerCommand: AsyncParsableCommand {
         loop: for await e in events {
             switch e {
             case .ignoredBySensor(let t):
-                externalCounts.seen += 1
-                externalCounts.dropped += 1
+                _ = q.refused(t)
                 if !json { print("trigger \(t.sequence): dropped, the sensor ignored the pulse (it came while the previous frame was being read out)") }
             case .trigger(let t) where external:
-                externalCounts.seen += 1
-                let wanted = count.map { externalCounts.captured + externalCounts.failed + inFlight < $0 } ?? true
-                if stopping == nil && inFlight < queue && wanted {
-                    start([.capture(t)])
-                } else {
-                    externalCounts.dropped += 1
-                    let why = stopping != nil || !wanted ? "stopping" : "\(inFlight) captures in flight, --queue \(queue)"
-                    if !json { print("trigger \(t.sequence): dropped (\(why))") }
+                // No more captures than --count asks for are started.
+                if let count, stopping == nil, q.counts.captured + q.counts.failed + q.inFlight.count >= count {
+                    _ = q.refused(t)
+                    if !json { print("trigger \(t.sequence): dropped (--count reached)") }
+                } else if stopping == nil {
+                    start(q.arrived(t))
                 }
             case .trigger(let t):
                 if stopping == nil { start(q.arrived(t)) }
             case .framesCaptured(let t):
+                // A triggered sensor's captures are over when they finish: they run together.
                 if external { break }
                 framesDone.insert(t.sequence)
                 captureOver(t, failed: false)
-            case .finished(let t, let result) where external:
-                inFlight -= 1
+            case .finished(let t, let result):
+                unfinished -= 1
                 switch result {
                 case .success(let c):
-                    externalCounts.captured += 1
                     lags.append(c.lag)
                     report(t, c)
                 case .failure(let error):
-                    externalCounts.failed += 1
                     let ignored = externalSensor?.pulsesIgnored ?? 0
                     notice("trigger \(t.sequence): \(error)\(ignored > 0 ? " (the sensor ignored \(ignored) pulse\(ignored == 1 ? "" : "s") that came while the previous frame was being read out)" : "")")
-                }
-                if let count, externalCounts.captured + externalCounts.failed >= count, stopping == nil { stopping = "--count" }
-            case .finished(let t, let result):
-                inFlight -= 1
-                switch result {
-                case .success(let c):
-                    lags.append(c.lag)
-                    report(t, c)
-                case .failure(let error):
-                    notice("trigger \(t.sequence): \(error)")
                 }
                 // A capture that failed before its frames were in ends the queue's capture now.
                 if framesDone.remove(t.sequence) == nil {
@@ -368,7 +354,7 @@ struct TriggerCommand: AsyncParsableCommand {
             case .sourceEnded:
                 sourceEnded = true
             }
-            if (stopping != nil || sourceEnded) && q.busy == nil && inFlight == 0 { break loop }
+            if (stopping != nil || sourceEnded) && q.busy == nil && unfinished == 0 { break loop }
         }
         tasks.forEach { $0.cancel() }
         stops.forEach { $0.stop() }
@@ -381,9 +367,7 @@ struct TriggerCommand: AsyncParsableCommand {
             preview.close()
             notice(preview.summaryLine)
         }
-        var counts = external ? externalCounts : q.counts
-        if external { counts.kernelDropped = q.counts.kernelDropped }
-        summary(counts, lags: lags, why: stopping ?? "the trigger source ended", source: source.name)
+        summary(q.counts, lags: lags, why: stopping ?? "the trigger source ended", source: source.name)
     }
 
     /// One capture exposed after `t`, with its lags.

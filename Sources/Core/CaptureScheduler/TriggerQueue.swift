@@ -12,7 +12,7 @@ public enum TriggerPolicy: String, Sendable, Hashable, CaseIterable {
 }
 
 /// Counts of what became of every trigger. Always
-/// `seen == captured + failed + coalesced + dropped + waiting + (busy ? 1 : 0)`; the edges the
+/// `seen == captured + failed + coalesced + dropped + waiting + in flight`; the edges the
 /// kernel itself lost (GPIO `line_seqno` gaps) never reached us and are counted apart.
 public struct TriggerCounts: Sendable, Hashable {
     public var seen = 0
@@ -24,8 +24,9 @@ public struct TriggerCounts: Sendable, Hashable {
     public init() {}
 }
 
-/// Triggers to captures as a pure state machine: one capture at a time, a bounded number
-/// waiting by `policy`, every trigger accounted for. Nothing here waits or allocates beyond
+/// Triggers to captures as a pure state machine: up to `concurrency` captures at a time (one,
+/// unless each trigger's frame exists already, as with a sensor's hardware trigger), a
+/// bounded number waiting by `policy`, every trigger accounted for. Nothing here waits or allocates beyond
 /// `limit`: a storm of edges cannot grow a queue or hang the caller.
 public struct TriggerQueue: Sendable {
     public enum Action: Sendable, Hashable {
@@ -41,24 +42,31 @@ public struct TriggerQueue: Sendable {
 
     public let policy: TriggerPolicy
     public let limit: Int
+    /// Captures that may run at once.
+    public let concurrency: Int
     public private(set) var counts = TriggerCounts()
-    public private(set) var busy: Trigger?
+    /// The captures in progress, oldest first (they finish in that order).
+    public private(set) var inFlight: [Trigger] = []
     public private(set) var waiting: [Trigger] = []
 
-    /// - Throws: `.invalidArgument` for a limit outside 1...64.
-    public init(policy: TriggerPolicy, limit: Int = 8) throws {
-        guard Self.limitRange.contains(limit) else {
-            throw ShutterbugError(.invalidArgument, "the trigger queue limit must be in \(Self.limitRange.lowerBound)...\(Self.limitRange.upperBound), not \(limit)")
+    /// The oldest capture in progress.
+    public var busy: Trigger? { inFlight.first }
+
+    /// - Throws: `.invalidArgument` for a limit or a concurrency outside 1...64.
+    public init(policy: TriggerPolicy, limit: Int = 8, concurrency: Int = 1) throws {
+        for (name, v) in [("limit", limit), ("concurrency", concurrency)] where !Self.limitRange.contains(v) {
+            throw ShutterbugError(.invalidArgument, "the trigger queue \(name) must be in \(Self.limitRange.lowerBound)...\(Self.limitRange.upperBound), not \(v)")
         }
         self.policy = policy
         self.limit = policy == .queue ? limit : 1
+        self.concurrency = concurrency
     }
 
     /// A trigger arrived.
     public mutating func arrived(_ t: Trigger) -> [Action] {
         counts.seen += 1
-        guard busy != nil else {
-            busy = t
+        guard inFlight.count == concurrency else {
+            inFlight.append(t)
             return [.capture(t)]
         }
         switch policy {
@@ -88,9 +96,9 @@ public struct TriggerQueue: Sendable {
     /// `stopping`: no further capture starts; the waiting triggers are dropped (and returned
     /// as such).
     public mutating func finished(failed: Bool, stopping: Bool = false) -> [Action] {
-        guard busy != nil else { return [] }
+        guard !inFlight.isEmpty else { return [] }
         if failed { counts.failed += 1 } else { counts.captured += 1 }
-        busy = nil
+        inFlight.removeFirst()
         if stopping {
             let dropped = waiting
             counts.dropped += dropped.count
@@ -99,8 +107,16 @@ public struct TriggerQueue: Sendable {
         }
         guard !waiting.isEmpty else { return [] }
         let next = waiting.removeFirst()
-        busy = next
+        inFlight.append(next)
         return [.capture(next)]
+    }
+
+    /// A trigger that can never be captured, seen and dropped at once (a sensor that ignored
+    /// its pulse, or one past `--count`).
+    public mutating func refused(_ t: Trigger) -> [Action] {
+        counts.seen += 1
+        counts.dropped += 1
+        return [.dropped(t)]
     }
 
     /// The source reports edges lost before they reached us (the kernel's `line_seqno` gaps).
@@ -110,7 +126,7 @@ public struct TriggerQueue: Sendable {
 
     /// Whether every trigger seen is accounted for.
     public var balanced: Bool {
-        counts.seen == counts.captured + counts.failed + counts.coalesced + counts.dropped + waiting.count + (busy == nil ? 0 : 1)
+        counts.seen == counts.captured + counts.failed + counts.coalesced + counts.dropped + waiting.count + inFlight.count
     }
 }
 

@@ -59,12 +59,8 @@ public final class PhotoFileWriter: Sendable {
     /// The session's streams, in the order of a photo's buffers.
     public let streams: [StreamConfiguration]
     private let scratch: ScratchMemory
-    /// Report each photo's mean luma (`photoMetered`).
-    public var metersLuma: Bool { meters.withLock { $0 } }
-    private let meters = Mutex(false)
-
-    /// Turns `photoMetered` events on or off.
-    public func meterLuma(_ on: Bool) { meters.withLock { $0 = on } }
+    /// Report each photo's mean luma and keogram column (`photoMetered`).
+    public let metersLuma: Bool
 
     /// Mean of a luma plane, every 4th pixel of every 4th row.
     static func meanLuma(_ bytes: [UInt8], plane: PlaneLayout, width: Int, height: Int) -> Double {
@@ -87,7 +83,7 @@ public final class PhotoFileWriter: Sendable {
 
     /// - Throws: `.invalidArgument` for a JPEG quality outside 1...100.
     public init(directory: OutputDirectory, streams: [StreamConfiguration], camera: CameraDescription, pool: ProcessingPool = ProcessingPool(),
-                template: FileNameTemplate = .default, jpegQuality: Int = 92, contactSheet: Bool = false) throws {
+                template: FileNameTemplate = .default, jpegQuality: Int = 92, contactSheet: Bool = false, metersLuma: Bool = false) throws {
         guard JPEGEncoder.qualityRange.contains(jpegQuality) else {
             throw ShutterbugError(.invalidArgument, "JPEG quality must be in 1...100, not \(jpegQuality)")
         }
@@ -98,6 +94,7 @@ public final class PhotoFileWriter: Sendable {
         self.template = template
         self.jpegQuality = jpegQuality
         self.contactSheet = contactSheet
+        self.metersLuma = metersLuma
         scratch = ScratchMemory(workers: pool.workers)
         directory.removeStaleTemporaries()
     }
