@@ -47,4 +47,16 @@ struct JournalTests {
         // Another job in the same journal starts afresh.
         #expect(try TimelapseJournal(path: path, job: "garden", spec: "interval=20s").resume().lastSlot == nil)
     }
+
+    @Test("one run of a job at a time: a second opening of the same job is refused while the first holds it, another job is not")
+    func oneRunAtATime() throws {
+        let path = temporaryPath()
+        defer { for x in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + x) } }
+        var first: TimelapseJournal? = try TimelapseJournal(path: path, job: "roof", spec: "a")
+        #expect(throws: ShutterbugError.self) { _ = try TimelapseJournal(path: path, job: "roof", spec: "a") }
+        _ = try TimelapseJournal(path: path, job: "garden", spec: "a")
+        #expect(first != nil)
+        first = nil
+        _ = try TimelapseJournal(path: path, job: "roof", spec: "a")
+    }
 }

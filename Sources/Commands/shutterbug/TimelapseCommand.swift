@@ -155,11 +155,17 @@ struct TimelapseCommand: AsyncParsableCommand {
                 throw error
             }
         }
+        // The journal first: it says whether this job is already running elsewhere.
+        let journal: TimelapseJournal
+        do {
+            journal = try TimelapseJournal(path: output + "/timelapse.sqlite", job: job, spec: spec())
+        } catch let e as ShutterbugError where e.code == .busy || e.code == .invalidArgument {
+            throw ValidationError(e.message)
+        }
         var (cam, session, writer) = try await openCamera()
         defer { cam.release() }
         var reopened = 0
 
-        let journal = try TimelapseJournal(path: output + "/timelapse.sqlite", job: job, spec: spec())
         let resume = try journal.resume()
 
         // The first settled frame: where the ramp starts (unless the journal has one), and the

@@ -14,6 +14,8 @@ public final class TimelapseJournal: @unchecked Sendable {
     public let database: SQLiteDatabase
     public let jobID: Int64
     public let jobName: String
+    /// Held while the job runs (`flock`, released by the kernel however the process ends).
+    private let lockFD: Int32
 
     public static let schemaVersion = 1
 
@@ -79,8 +81,23 @@ public final class TimelapseJournal: @unchecked Sendable {
 
     /// Opens the journal at `path` and the job `name` in it, creating either. A job of the same
     /// name with a different `spec` is refused: resuming continues a job, it does not change it.
+    /// - Throws: `.busy` when another process runs the same job on this journal.
     public init(path: String, job name: String, spec: String) throws {
-        database = try SQLiteDatabase(path: path)
+        // One run of a job at a time: two would take the same slots.
+        let lockPath = path + ".lock-" + name.utf8.map { String($0, radix: 16) }.joined()
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw ShutterbugError(.system, "cannot open the job's lock \(lockPath): \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            throw ShutterbugError(.busy, "the job '\(name)' is already running on \(path) (another process holds \(lockPath)); stop it first, or give another --job name")
+        }
+        lockFD = fd
+        do {
+            database = try SQLiteDatabase(path: path)
+        } catch {
+            close(fd)
+            throw error
+        }
         try database.execute("""
             PRAGMA journal_mode=WAL;
             PRAGMA synchronous=FULL;
@@ -247,6 +264,8 @@ public final class TimelapseJournal: @unchecked Sendable {
     }
 
     public typealias Value = SQLiteDatabase.Value
+
+    deinit { close(lockFD) }
 
     static func wallNow() -> Int64 {
         var t = timespec()
