@@ -35,24 +35,10 @@ public enum ContactSheet {
                 let y0 = y * frame.height / th, y1 = max(y0 + 1, (y + 1) * frame.height / th)
                 for x in 0..<tw {
                     let x0 = x * frame.width / tw, x1 = max(x0 + 1, (x + 1) * frame.width / tw)
-                    var sy = 0, su = 0, sv = 0, n = 0
-                    var yy = y0
-                    while yy < y1 {
-                        var xx = x0
-                        while xx < x1 {
-                            sy += Int(src[yp.offset + yy * yp.stride + xx])
-                            su += Int(src[up.offset + (yy / 2) * up.stride + xx / 2])
-                            sv += Int(src[vp.offset + (yy / 2) * vp.stride + xx / 2])
-                            n += 1
-                            xx += max(1, (x1 - x0) / 4)
-                        }
-                        yy += max(1, (y1 - y0) / 4)
-                    }
-                    let l = Double(sy) / Double(n), cb = Double(su) / Double(n) - 128, cr = Double(sv) / Double(n) - 128
+                    let p = YUVBox.mean(src, planes: (yp, up, vp), rows: y0..<y1, columns: x0..<x1,
+                                        rowStep: max(1, (y1 - y0) / 4), columnStep: max(1, (x1 - x0) / 4))
                     let o = (y * tw + x) * 3
-                    rgb[o] = clamp8(l + 1.402 * cr)
-                    rgb[o + 1] = clamp8(l - 0.344136 * cb - 0.714136 * cr)
-                    rgb[o + 2] = clamp8(l + 1.772 * cb)
+                    (rgb[o], rgb[o + 1], rgb[o + 2]) = p
                 }
             }
             for yy in stride(from: 0, to: frame.height, by: 2) {
@@ -219,5 +205,26 @@ struct Canvas {
         // More than 0.5% of pixels at 0 or 255: clipped.
         if Double(bins[0]) / Double(total) > 0.005 { rect((r.x, r.y, 4, r.h), (220, 40, 40)) }
         if Double(bins[bins.count - 1]) / Double(total) > 0.005 { rect((r.x + r.w - 4, r.y, 4, r.h), (220, 40, 40)) }
+    }
+}
+
+/// The mean colour of a box of a YUV420 frame, as 8-bit RGB (BT.601 full range, as the ISP's
+/// YUV is): contact-sheet tiles and keogram columns.
+enum YUVBox {
+    static func mean(_ src: UnsafeBufferPointer<UInt8>, planes: (PlaneLayout, PlaneLayout, PlaneLayout), rows: Range<Int>, columns: Range<Int>,
+                     rowStep: Int = 1, columnStep: Int = 1) -> (UInt8, UInt8, UInt8) {
+        let (yp, up, vp) = planes
+        var sy = 0, su = 0, sv = 0, n = 0
+        for yy in stride(from: rows.lowerBound, to: rows.upperBound, by: rowStep) {
+            for xx in stride(from: columns.lowerBound, to: columns.upperBound, by: columnStep) {
+                sy += Int(src[yp.offset + yy * yp.stride + xx])
+                su += Int(src[up.offset + (yy / 2) * up.stride + xx / 2])
+                sv += Int(src[vp.offset + (yy / 2) * vp.stride + xx / 2])
+                n += 1
+            }
+        }
+        guard n > 0 else { return (0, 0, 0) }
+        let l = Double(sy) / Double(n), cb = Double(su) / Double(n) - 128, cr = Double(sv) / Double(n) - 128
+        return (ContactSheet.clamp8(l + 1.402 * cr), ContactSheet.clamp8(l - 0.344136 * cb - 0.714136 * cr), ContactSheet.clamp8(l + 1.772 * cb))
     }
 }

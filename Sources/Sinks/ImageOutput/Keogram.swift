@@ -26,26 +26,12 @@ public enum Keogram {
     /// average of the rows it covers).
     public static func column(_ yuv: FrameCopy, height: Int = Keogram.height) -> [UInt8] {
         guard yuv.planes.count >= 3, yuv.width > 1, yuv.height > 1 else { return [UInt8](repeating: 0, count: height * 3) }
-        let (yp, up, vp) = (yuv.planes[0], yuv.planes[1], yuv.planes[2])
         let x = yuv.width / 2
         var out = [UInt8](repeating: 0, count: height * 3)
         yuv.bytes.withUnsafeBufferPointer { b in
             for row in 0..<height {
-                let y0 = row * yuv.height / height, y1 = max(y0 + 1, (row + 1) * yuv.height / height)
-                var ys = 0, us = 0, vs = 0, n = 0
-                for y in y0..<min(y1, yuv.height) {
-                    let yi = yp.offset + y * yp.stride + x
-                    let ci = (y / 2) * up.stride + x / 2
-                    guard yi < b.count, up.offset + ci < b.count, vp.offset + (y / 2) * vp.stride + x / 2 < b.count else { continue }
-                    ys += Int(b[yi])
-                    us += Int(b[up.offset + ci])
-                    vs += Int(b[vp.offset + (y / 2) * vp.stride + x / 2])
-                    n += 1
-                }
-                guard n > 0 else { continue }
-                let Y = Double(ys) / Double(n), U = Double(us) / Double(n) - 128, V = Double(vs) / Double(n) - 128
-                let rgb = [Y + 1.402 * V, Y - 0.344136 * U - 0.714136 * V, Y + 1.772 * U]
-                for c in 0..<3 { out[row * 3 + c] = UInt8(max(0, min(255, rgb[c].rounded()))) }
+                let y0 = row * yuv.height / height, y1 = min(yuv.height, max(y0 + 1, (row + 1) * yuv.height / height))
+                (out[row * 3], out[row * 3 + 1], out[row * 3 + 2]) = YUVBox.mean(b, planes: (yuv.planes[0], yuv.planes[1], yuv.planes[2]), rows: y0..<y1, columns: x..<(x + 1))
             }
         }
         return out
