@@ -44,18 +44,9 @@ public final class KeypressTriggerSource: TriggerSource, @unchecked Sendable {
     }
 
     private func read(into out: AsyncStream<Trigger>.Continuation) {
-        var fds = [pollfd(fd: input, events: Int16(POLLIN), revents: 0), pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)]
         var sequence: UInt64 = 0
         var buffer = [UInt8](repeating: 0, count: 256)
-        while true {
-            fds[0].revents = 0
-            fds[1].revents = 0
-            if poll(&fds, 2, -1) < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            if fds[1].revents != 0 { return }
-            guard fds[0].revents & Int16(POLLIN | POLLHUP) != 0 else { continue }
+        while TriggerReaderThread.waitReadable(input, orWoken: readEnd) {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
             guard n > 0 else { return }  // end of input
             let now = MonotonicClock.now()

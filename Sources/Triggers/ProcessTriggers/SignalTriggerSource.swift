@@ -52,20 +52,14 @@ public final class SignalTriggerSource: TriggerSource, @unchecked Sendable {
     }
 
     private func read(into out: AsyncStream<Trigger>.Continuation) {
-        var fds = [pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)]
         var sequence: UInt64 = 0
         var stamps = [Int64](repeating: 0, count: 64)
-        while true {
-            fds[0].revents = 0
-            fds[1].revents = 0
-            if poll(&fds, 2, -1) < 0 {
-                if errno == EINTR { continue }
+        while TriggerReaderThread.waitReadable(readEnd, orWoken: wake[0]) {
+            let n = stamps.withUnsafeMutableBytes { Glibc.read(readEnd, $0.baseAddress, $0.count) }
+            guard n > 0 else {
+                if n < 0, errno == EINTR { continue }
                 return
             }
-            if fds[1].revents != 0 { return }
-            guard fds[0].revents & Int16(POLLIN) != 0 else { continue }
-            let n = stamps.withUnsafeMutableBytes { Glibc.read(readEnd, $0.baseAddress, $0.count) }
-            guard n > 0 else { continue }
             for ns in stamps.prefix(n / 8) {
                 sequence += 1
                 out.yield(Trigger(instant: SensorTime(nanoseconds: ns), source: name, sequence: sequence))
