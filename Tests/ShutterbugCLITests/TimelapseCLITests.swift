@@ -88,6 +88,8 @@ struct TimelapseCLITests {
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--scene-schedule", "dusk"], "daynight:PERIOD"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--fault-disconnect-at", "3"], "from 10 on"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--keep", "lots"], "--keep must be a size"),
+        (["timelapse", "--output", "/tmp/x", "--until", "2020-01-01T00:00"], "is already past"),
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--interval", "-5s"], "--interval must be a period"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--keep-days", "0"], "--keep-days"),
     ])
     func refused(args: [String], says: String) async throws {

@@ -33,7 +33,7 @@ struct TimelapseCommand: AsyncParsableCommand {
 
     @OptionGroup var camera: CameraOptions
 
-    @Option(name: .long, help: ArgumentHelp("Time between slots: 10s, 5m, 1h (0.1 s...7 d).", valueName: "period"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Time between slots: 10s, 5m, 1h (0.1 s...7 d).", valueName: "period"))
     var interval: String = "30s"
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Slots in all, taken or not (1...10000000).", valueName: "n"))
@@ -84,7 +84,11 @@ struct TimelapseCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try period()
         if let count, !(1...10_000_000).contains(count) { throw ValidationError("--count must be in 1...10000000, not \(count)") }
-        if let until { _ = try NumericInput.wallTime(until, "--until") }
+        if let until {
+            let end = try NumericInput.wallTime(until, "--until")
+            let now = WallClockTime(nanoseconds: MonotonicClock.now().nanoseconds + sbshim_realtime_offset_ns())
+            guard end > now else { throw ValidationError("--until \(until) is already past (it is \(now)): give a time to come") }
+        }
         guard count != nil || until != nil else { throw ValidationError("give --count N or --until TIME: a timelapse needs an end (use a large --count to run until stopped)") }
         _ = try biases()
         _ = try Bracket.formats(parsing: format)
@@ -394,7 +398,9 @@ struct TimelapseCommand: AsyncParsableCommand {
         // The job's keogram so far, one column per slot, replaced whole (never half written).
         var keogramPath: String?
         do {
-            let png = try Keogram.png(try journal.keogramColumns())
+            let columns = try journal.keogramColumns()
+            guard !columns.isEmpty else { throw ShutterbugError(.invalidState, "the job has no slot yet") }
+            let png = try Keogram.png(columns)
             keogramPath = try directory.replace("keogram.png", with: png)
         } catch {
             notice("the keogram was not written: \(error)")
