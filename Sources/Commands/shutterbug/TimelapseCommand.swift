@@ -57,7 +57,7 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The processed stream's size (the sensor mode follows), e.g. 1332x990; default the sensor's full size.", valueName: "WxH"))
     var size: String?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The longest exposure the ramp uses, then gain: 1/30, 2s (default: the bracket's brightest step at most an eighth of the interval, and at most 4 s).", valueName: "time"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The longest exposure the ramp uses, then gain: 1/30, 2s (default: the bracket's brightest step at most an eighth of the interval, at most 4 s, and phase-locked at most 1/32 of the interval, so the frames before a slot fit between slots).", valueName: "time"))
     var maxExposure: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The highest analogue gain the ramp uses (1...64).", valueName: "gain"))
@@ -80,6 +80,9 @@ struct TimelapseCommand: AsyncParsableCommand {
 
     @Flag(name: .long, help: "One JSON object per slot, then a summary object.")
     var json = false
+
+    @Flag(name: .long, help: "Take each slot's first frame exposed after the instant, up to a frame period late, instead of planning the frames before it so that the exposure begins at the instant (for comparison).")
+    var noPhaseLock = false
 
     func validate() throws {
         _ = try period()
@@ -179,10 +182,13 @@ struct TimelapseCommand: AsyncParsableCommand {
         first.release()
         let limits = cam.controlLimits
         // By default the brightest step of the bracket takes at most an eighth of the interval,
-        // so the bracket and the requests ahead of it fit between slots.
+        // so the bracket and the requests ahead of it fit between slots; phase-locked, at most
+        // 1/32 of it, since the lock runs some 25 frames of the first step's length before the
+        // slot (`PhaseLock.leadFrames`). A longer --max-exposure is taken, and the slots the
+        // lock cannot fit fall back to the first frame exposed after the instant (and say so).
         let brightest = pow(2, max(0, biases.max() ?? 0))
         let longest = try maxExposure.map { try NumericInput.exposure(Substring($0), "--max-exposure", in: 1e-5...60) }
-            ?? min(every / (8 * brightest), .seconds(4))
+            ?? min(every / (8 * brightest), noPhaseLock ? .seconds(4) : every / 32, .seconds(4))
         let exposureRange = limits.exposureTime.map { $0.lowerBound...min(max(longest, $0.lowerBound), $0.upperBound) } ?? (.microseconds(100)...longest)
         let gainRange = limits.analogueGain.map { max(1, $0.lowerBound)...max(max(1, $0.lowerBound), min(maxGain, $0.upperBound)) } ?? (1...maxGain)
         var rampConfig = ExposureRamp.Configuration(exposure: exposureRange, gain: gainRange)
@@ -320,13 +326,14 @@ struct TimelapseCommand: AsyncParsableCommand {
                 }
                 tookOne = true
                 let (steps, shift) = ramp.settings(biases: biases)
-                let settings = PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant)
+                let settings = PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant, phaseLocked: !noPhaseLock)
                 var frames: [TimelapseJournal.FrameRecord] = []
                 var files: [TimelapseJournal.FileRecord] = []
                 var means: [Int: Double] = [:]
                 var columns: [Int: [UInt8]] = [:]
                 var cameraTrouble = false
                 var failure: String?
+                var lockNote: String?
                 do {
                     for try await e in writer.capture(settings, on: session) {
                         switch e {
@@ -335,6 +342,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                             means[s.index] = mean
                             columns[s.index] = column
                         case .fileWritten(let f): files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try Self.crc32(of: f.path)))
+                        case .captureFinished(let r): lockNote = r.phaseLock
                         case .writeFailed(_, let format, let error): failure = "\(format): \(error)"
                         default: break
                         }
@@ -366,7 +374,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                                    frames: frames, files: files, decision: decision, rampAfter: ramp.settings, keogram: columns[zero])
                 counts[state, default: 0] += 1
                 clearStatus()
-                report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count)
+                report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count, lock: lockNote)
                 lastSettings = steps[zero]
                 lastPhase = decision?.phase ?? lastPhase
                 if cameraTrouble {
@@ -428,7 +436,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         } else {
             print("stopped by \(why): this run \(counts[.taken] ?? 0) taken, \(counts[.skipped] ?? 0) skipped, \(counts[.missed] ?? 0) missed, \(counts[.failed] ?? 0) failed; the job in all \(all[.taken] ?? 0) taken, \(all[.skipped] ?? 0) skipped, \(all[.missed] ?? 0) missed, \(all[.failed] ?? 0) failed")
             if let dist {
-                print("  slot to exposure start: p50 \(dist.p50.preciseDescription), p99 \(dist.p99.preciseDescription), max \(dist.max.preciseDescription) over \(dist.count) (no phase locking yet: up to a frame period)")
+                print("  slot to exposure start: p50 \(dist.p50.preciseDescription), p99 \(dist.p99.preciseDescription), max \(dist.max.preciseDescription) over \(dist.count) \(noPhaseLock ? "(not phase-locked: up to a frame period)" : "(phase-locked)")")
             }
             print("  journal \(journal.database.path): integrity \(integrity)")
             if deletedSlots > 0 { print("  retention deleted the files of \(deletedSlots) slot\(deletedSlots == 1 ? "" : "s"); the job keeps \(Self.bytes(try journal.bytesKept()))") }
@@ -481,7 +489,7 @@ struct TimelapseCommand: AsyncParsableCommand {
     }
 
     private func report(slot k: Int, wall: WallClockTime, state: TimelapseJournal.SlotState, reason: String?, instant: SensorTime? = nil, start: SensorTime? = nil,
-                        frames: [TimelapseJournal.FrameRecord] = [], decision: ExposureRamp.Decision? = nil, files: Int = 0) {
+                        frames: [TimelapseJournal.FrameRecord] = [], decision: ExposureRamp.Decision? = nil, files: Int = 0, lock: String? = nil) {
         if json {
             var o = JSONObject()
             o.add("slot", k)
@@ -491,6 +499,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             o.add("instantNs", instant?.nanoseconds)
             o.add("exposureStartNs", start?.nanoseconds)
             if let instant, let start { o.add("errorUs", (start - instant).microsecondsValue) }
+            o.add("phaseLock", lock)
             o.add("frames", numbers: frames.map { Double($0.metadata.sequence) })
             o.add("exposuresUs", numbers: frames.compactMap { $0.metadata.exposureTime?.microsecondsValue })
             o.add("gains", numbers: frames.compactMap { $0.metadata.analogueGain?.value })

@@ -11,6 +11,9 @@ final class ActiveCapture {
         case single(after: UInt32?)
         /// A bracket exposed after a trigger waits until its requests would land after it.
         case waitingForInstant(SensorTime)
+        /// A phase-locked bracket: pre-roll frames planned so its first step starts at the
+        /// instant; the bracket takes over when the lock says.
+        case phaseLocking
         case done
     }
 
@@ -18,6 +21,9 @@ final class ActiveCapture {
     let continuation: AsyncThrowingStream<CaptureEvent, any Error>.Continuation
     var phase: Phase = .metering
     var scheduler: BracketScheduler?
+    /// Phase-locked brackets: the lock (from when its pre-roll starts) and the steps planned then.
+    var lock: PhaseLock?
+    var lockedPlan: [(ResolvedStep, BracketScheduler.Step)] = []
     var resolved: ResolvedPhotoSettings
     /// Photos by step, held until every step is captured (AVFoundation delivers them after
     /// "exposure ended").
@@ -50,6 +56,10 @@ extension CaptureSession {
         defer { topUp() }
         capture.lastProgress = now()
         startTicking()
+        if capture.settings.phaseLocked, case .manualExposure? = capture.settings.bracket {
+            capture.phase = .phaseLocking
+            return
+        }
         if capture.settings.bracket != nil, let instant = capture.settings.exposedAfter, !requestsLandAfter(instant, exposure: firstExposure(capture)) {
             capture.phase = .waitingForInstant(instant)
             return
@@ -83,13 +93,8 @@ extension CaptureSession {
             capture.continuation.yield(.settingsResolved(capture.resolved))
         case .exposureBias?:
             capture.phase = .metering
-        case .manualExposure(let steps)?:
-            let planned = steps.enumerated().map { i, s -> (ResolvedStep, BracketScheduler.Step) in
-                let (target, notes) = adjust(exposure: s.duration, gain: s.gain.value, what: "step \(i + 1)")
-                capture.resolved.adjustments += notes
-                return (ResolvedStep(index: i, requested: "\(s.duration.exposureDescription) gain \(String(format2: s.gain.value))", planned: target), exposureStep(target))
-            }
-            begin(capture, planned)
+        case .manualExposure?:
+            begin(capture, manualSteps(capture))
         case .lensPositions(let lenses)?:
             let range = backend.controlLimits.lensPosition ?? 0...15
             let planned = lenses.enumerated().map { i, l -> (ResolvedStep, BracketScheduler.Step) in
@@ -99,6 +104,44 @@ extension CaptureSession {
                 return (ResolvedStep(index: i, requested: "\(l)", planned: target), BracketScheduler.Step(controls: CameraControls(afMode: .manual, lensPosition: Dioptres(v)), target: target))
             }
             begin(capture, planned)
+        }
+    }
+
+    /// A manual-exposure bracket's steps, fitted to the sensor (the adjustments recorded).
+    func manualSteps(_ capture: ActiveCapture) -> [(ResolvedStep, BracketScheduler.Step)] {
+        guard case .manualExposure(let steps)? = capture.settings.bracket else { return [] }
+        return steps.enumerated().map { i, s -> (ResolvedStep, BracketScheduler.Step) in
+            let (target, notes) = adjust(exposure: s.duration, gain: s.gain.value, what: "step \(i + 1)")
+            capture.resolved.adjustments += notes
+            return (ResolvedStep(index: i, requested: "\(s.duration.exposureDescription) gain \(String(format2: s.gain.value))", planned: target), exposureStep(target))
+        }
+    }
+
+    /// The controls the next request carries for a phase-locked capture at the head of the
+    /// queue (nil: a filler), handing over to its bracket when the lock says.
+    func phaseLockControls(_ capture: ActiveCapture, cookie: UInt64) -> CameraControls? {
+        guard case .phaseLocking = capture.phase, let instant = capture.settings.exposedAfter else { return nil }
+        // The request pairs with the frame after the newest, past those already in flight.
+        let pairing = Int64(lastSequence ?? 0) + Int64(ledger.queuedCount)
+        if capture.lock == nil {
+            // Planned now, not when the capture was queued: the white balance is the
+            // latest, as for any bracket.
+            let planned = manualSteps(capture)
+            if let reason = ambiguity(planned.map(\.1.target)) {
+                fail(capture, ShutterbugError(.invalidArgument, reason))
+                return nil
+            }
+            capture.lockedPlan = planned
+            capture.lock = PhaseLock(instant: instant, step: planned[0].1, timing: timing, depth: Self.pipelineDepth)
+        }
+        switch capture.lock!.request(cookie: cookie, pairing: pairing, newest: recentMetadata.last) {
+        case .filler:
+            return nil
+        case .preroll(let c):
+            return c
+        case .handOver:
+            begin(capture, capture.lockedPlan, checked: true)
+            return capture.scheduler?.controls(forRequest: cookie)
         }
     }
 
@@ -115,8 +158,8 @@ extension CaptureSession {
         return BracketScheduler.Step(controls: c, target: target)
     }
 
-    private func begin(_ capture: ActiveCapture, _ planned: [(ResolvedStep, BracketScheduler.Step)]) {
-        if let reason = ambiguity(planned.map(\.1.target)) {
+    private func begin(_ capture: ActiveCapture, _ planned: [(ResolvedStep, BracketScheduler.Step)], checked: Bool = false) {
+        if !checked, let reason = ambiguity(planned.map(\.1.target)) {
             fail(capture, ShutterbugError(.invalidArgument, reason))
             return
         }
@@ -146,6 +189,10 @@ extension CaptureSession {
         case .waitingForInstant(let instant):
             capture.lastProgress = now()
             if requestsLandAfter(instant, exposure: firstExposure(capture)) { plan(capture) }
+            return false
+        case .phaseLocking:
+            capture.lastProgress = now()
+            capture.lock?.observe(cookie: c.cookie, status: c.status, metadata: c.metadata)
             return false
         case .metering:
             capture.lastProgress = now()
@@ -194,6 +241,7 @@ extension CaptureSession {
 
     private func bracket(_ c: CompletedRequest, _ capture: ActiveCapture) -> Bool {
         guard var s = capture.scheduler else { return false }
+        capture.lock?.observe(cookie: c.cookie, status: c.status, metadata: c.metadata)
         let actions = s.complete(cookie: c.cookie, requestSequence: c.requestSequence, status: c.status, metadata: c.metadata, now: now())
         capture.scheduler = s
         var keep = false
@@ -254,7 +302,7 @@ extension CaptureSession {
             let actions = s.tick(now: t)
             capture.scheduler = s
             for case .failed(_, let reason) in actions { abandon(capture, reason: reason) }
-        case .metering, .single, .waitingForInstant:
+        case .metering, .single, .waitingForInstant, .phaseLocking:
             let period = recentMetadata.last?.frameDuration ?? timing.everyFramePeriod
             let limit = max(.seconds(2), period * 10)
             guard let last = capture.lastProgress, t - last > limit else { return }
@@ -272,6 +320,10 @@ extension CaptureSession {
         // still to go out (a focus bracket plans it after its last step).
         if capture.scheduler?.hasPlannedRequests == true { restoreBaseline() }
         let ordered = capture.photos.keys.sorted().map { capture.photos[$0]! }
+        if let lock = capture.lock, let instant = capture.settings.exposedAfter {
+            let start = ordered.first?.0.metadata.exposureStart
+            capture.resolved.phaseLock = lock.report(firstStart: start, instant: instant)
+        }
         if !capture.exposureStartSent, let start = ordered.first?.0.metadata.exposureStart {
             capture.continuation.yield(.exposureStarted(start))
         }

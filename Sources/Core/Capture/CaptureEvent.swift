@@ -32,6 +32,8 @@ public struct ResolvedPhotoSettings: Sendable, Hashable {
     /// For EV brackets: the metered exposure the biases apply to.
     public var meteredExposure: Duration?
     public var meteredGain: Double?
+    /// Phase-locked captures: how the lock went (locked on which frame, or why not).
+    public var phaseLock: String?
 }
 
 /// A captured frame lent to the consumer: its buffers stay valid until `release()` (or until the

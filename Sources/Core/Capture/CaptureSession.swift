@@ -364,7 +364,10 @@ public actor CaptureSession {
         let cookie = nextCookie
         nextCookie += 1
         var controls = CameraControls.none
-        if let capture = captures.first, let s = capture.scheduler?.controls(forRequest: cookie) {
+        if let capture = captures.first, case .phaseLocking = capture.phase, let c = phaseLockControls(capture, cookie: cookie) {
+            // A phase-locked bracket's pre-roll, or its first step (nil: not yet, a filler).
+            controls = c
+        } else if let capture = captures.first, let s = capture.scheduler?.controls(forRequest: cookie) {
             controls = s
         } else if captures.first?.scheduler == nil || captures.first?.scheduler?.isFinished == true {
             // Between captures only: a bracket's requests between its steps repeat its own.

@@ -18,12 +18,18 @@ public struct PhotoSettings: Sendable, Hashable {
     /// The trigger this capture answers, if any (its instant is `exposedAfter`); the sidecar
     /// records it with the lag.
     public let trigger: Trigger?
+    /// A manual-exposure bracket exposed after an instant that is known ahead (a timelapse
+    /// slot): the frames before it are planned so that the first step's exposure begins at
+    /// the instant, within a line time, instead of up to a frame period after it
+    /// (`PhaseLock`). Other captures ignore it.
+    public let phaseLocked: Bool
 
-    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], exposedAfter: SensorTime? = nil) {
+    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], exposedAfter: SensorTime? = nil, phaseLocked: Bool = false) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
         self.exposedAfter = exposedAfter
+        self.phaseLocked = phaseLocked && exposedAfter != nil
         trigger = nil
     }
 
@@ -34,6 +40,7 @@ public struct PhotoSettings: Sendable, Hashable {
         self.formats = formats
         self.exposedAfter = trigger.instant
         self.trigger = trigger
+        phaseLocked = false
     }
 }
 
