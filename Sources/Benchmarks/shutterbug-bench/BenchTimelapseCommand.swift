@@ -18,8 +18,10 @@ struct BenchTimelapse: AsyncParsableCommand {
             CPU time and resident memory from /proc as its slots are reported, and prints \
             them per slot at the 10% mark and at the end (resident memory should stay flat), \
             with the schedule error (exposure start of each slot's first frame minus the slot's \
-            instant): p50, p99, max. Without phase locking the error is up to a frame period \
-            plus the pipeline's landing.
+            instant): p50, p99, max, phase-locked and (for --compare-slots) not, where the error is \
+            up to a frame period. Also: brackets on consecutive frames, the largest slot-to-slot \
+            change of the 0 EV frame's exposure and brightness, and its brightness by tenth of \
+            the run.
             """)
 
     @Option(name: .long, help: "Slots to run (100...1000000).")
@@ -28,11 +30,15 @@ struct BenchTimelapse: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Simulated camera profile.", valueName: "sim:MODEL"))
     var camera: String = "sim:imx477"
 
+    @Option(name: .long, help: "Slots of the same job run without phase locking, for comparison (100...1000000).")
+    var compareSlots: Int = 1_000
+
     @Flag(name: .long, help: "One JSON object instead of the table.")
     var json = false
 
     func validate() throws {
         guard (100...1_000_000).contains(slots) else { throw ValidationError("--slots must be in 100...1000000, not \(slots)") }
+        guard (100...1_000_000).contains(compareSlots) else { throw ValidationError("--compare-slots must be in 100...1000000, not \(compareSlots)") }
     }
 
     /// utime + stime (clock ticks) and VmRSS (kB) of a process.
@@ -48,28 +54,42 @@ struct BenchTimelapse: AsyncParsableCommand {
         return (.milliseconds((u + s) * 1000 / ticks), rss)
     }
 
-    func run() async throws {
-        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("shutterbug").path
-        guard FileManager.default.isExecutableFile(atPath: exe) else {
-            throw ValidationError("needs the shutterbug binary beside this one (\(exe)): build it with `swift build` first")
-        }
-        let dir = NSTemporaryDirectory() + "sb-bench-timelapse-\(getpid())"
+    /// What one run of the job reported.
+    struct Run {
+        var seconds = 0.0
+        var taken = 0, other = 0
+        var errors: [Duration] = []
+        var marks: [(slot: Int, cpu: Duration, rss: Int)] = []
+        /// Brackets whose photos are on consecutive frames.
+        var consecutive = 0
+        /// Slot to slot, the 0 EV frame: |change| of exposure × gain, and of its metered
+        /// brightness, in EV (the largest).
+        var maxExposureStepEV = 0.0, maxBrightnessStepEV = 0.0
+        /// Mean metered brightness of the 0 EV frame, by tenth of the run (the night shows).
+        var brightnessByTenth: [Double] = []
+    }
+
+    func job(_ exe: String, slots: Int, locked: Bool) throws -> Run {
+        let dir = NSTemporaryDirectory() + "sb-bench-timelapse-\(getpid())-\(locked)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // A day over the run at 10 s per slot: 100,000 lux to 0.01 and back.
         let period = slots * 10
         let p = Process()
         p.executableURL = URL(fileURLWithPath: exe)
         p.arguments = ["timelapse", "--camera", camera, "--virtual-time", "--size", "640x480", "--interval", "10s", "--ev", "-1,0,1",
-                       "--count", String(slots), "--scene-schedule", "daynight:\(period)s", "--output", dir, "--json"]
+                       "--count", String(slots), "--scene-schedule", "daynight:\(period)s", "--output", dir, "--keep", "1GB", "--json",
+                       // The same longest exposure locked or not (the lock's default), so only the lock differs.
+                       "--max-exposure", "5/16"]
+            + (locked ? [] : ["--no-phase-lock"])
         let out = Pipe()
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice
         let began = Date()
         try p.run()
         let tenth = max(1, slots / 10)
-        var marks: [(slot: Int, cpu: Duration, rss: Int)] = []
-        var errors: [Duration] = []
-        var taken = 0, other = 0
+        var r = Run()
+        var previous: (total: Double, metered: Double)?
+        var sums = [Double](repeating: 0, count: 10), counts = [Int](repeating: 0, count: 10)
         var pending = Data()
         let handle = out.fileHandleForReading
         while true {
@@ -80,28 +100,63 @@ struct BenchTimelapse: AsyncParsableCommand {
                 let line = pending[pending.startIndex..<nl]
                 pending.removeSubrange(pending.startIndex...nl)
                 guard let o = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any], let slot = o["slot"] as? Int else { continue }
-                if o["state"] as? String == "taken" { taken += 1 } else { other += 1 }
-                if let e = o["errorUs"] as? Double { errors.append(.nanoseconds(Int64(e * 1000))) }
-                if slot + 1 == tenth || slot + 1 == slots, let s = Self.sample(p.processIdentifier) { marks.append((slot + 1, s.cpu, s.rss)) }
+                if o["state"] as? String == "taken" { r.taken += 1 } else { r.other += 1 }
+                if let e = o["errorUs"] as? Double { r.errors.append(.nanoseconds(Int64(e * 1000))) }
+                if let f = o["frames"] as? [Double], let lo = f.min(), let hi = f.max(), hi - lo == Double(f.count - 1) { r.consecutive += 1 }
+                if let e = o["exposuresUs"] as? [Double], let g = o["gains"] as? [Double], e.count == 3, g.count == 3,
+                   let ramp = o["ramp"] as? [String: Any], let metered = ramp["metered"] as? Double, metered > 0 {
+                    let total = e[1] * g[1]
+                    if let previous {
+                        r.maxExposureStepEV = max(r.maxExposureStepEV, abs(log2(total / previous.total)))
+                        r.maxBrightnessStepEV = max(r.maxBrightnessStepEV, abs(log2(metered / previous.metered)))
+                    }
+                    previous = (total, metered)
+                    let t = min(9, slot * 10 / slots)
+                    sums[t] += metered
+                    counts[t] += 1
+                }
+                if slot + 1 == tenth || slot + 1 == slots, let s = Self.sample(p.processIdentifier) { r.marks.append((slot + 1, s.cpu, s.rss)) }
             }
         }
         p.waitUntilExit()
-        let seconds = Date().timeIntervalSince(began)
-        guard marks.count == 2, let d = LagDistribution(errors) else {
-            throw ValidationError("the timelapse ended early (status \(p.terminationStatus), \(taken) slots taken)")
+        r.seconds = Date().timeIntervalSince(began)
+        r.brightnessByTenth = zip(sums, counts).map { $1 > 0 ? $0 / Double($1) : 0 }
+        guard r.marks.count == 2, !r.errors.isEmpty else {
+            throw ValidationError("the timelapse ended early (status \(p.terminationStatus), \(r.taken) slots taken)")
         }
+        return r
+    }
+
+    func run() async throws {
+        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("shutterbug").path
+        guard FileManager.default.isExecutableFile(atPath: exe) else {
+            throw ValidationError("needs the shutterbug binary beside this one (\(exe)): build it with `swift build` first")
+        }
+        let locked = try job(exe, slots: slots, locked: true)
+        let compared = min(slots, compareSlots)
+        let unlocked = try job(exe, slots: compared, locked: false)
+        let d = LagDistribution(locked.errors)!, u = LagDistribution(unlocked.errors)!
+        let marks = locked.marks
         let perSlotFirst = marks[0].cpu / marks[0].slot
         let perSlotRest = (marks[1].cpu - marks[0].cpu) / (marks[1].slot - marks[0].slot)
         let rssRatio = Double(marks[1].rss) / Double(max(marks[0].rss, 1))
         if json {
             var o = JSONObject()
             o.add("slots", slots)
-            o.add("taken", taken)
-            o.add("notTaken", other)
-            o.add("wallSeconds", seconds)
+            o.add("taken", locked.taken)
+            o.add("notTaken", locked.other)
+            o.add("wallSeconds", locked.seconds)
             o.add("errorP50Us", d.p50.microsecondsValue)
             o.add("errorP99Us", d.p99.microsecondsValue)
             o.add("errorMaxUs", d.max.microsecondsValue)
+            o.add("unlockedSlots", compared)
+            o.add("unlockedErrorP50Us", u.p50.microsecondsValue)
+            o.add("unlockedErrorP99Us", u.p99.microsecondsValue)
+            o.add("unlockedErrorMaxUs", u.max.microsecondsValue)
+            o.add("consecutiveBrackets", locked.consecutive)
+            o.add("unlockedConsecutiveBrackets", unlocked.consecutive)
+            o.add("maxExposureStepEV", locked.maxExposureStepEV)
+            o.add("maxBrightnessStepEV", locked.maxBrightnessStepEV)
             o.add("cpuPerSlotFirstTenthMs", perSlotFirst.microsecondsValue / 1000)
             o.add("cpuPerSlotRestMs", perSlotRest.microsecondsValue / 1000)
             o.add("rssAtTenthKB", marks[0].rss)
@@ -110,9 +165,14 @@ struct BenchTimelapse: AsyncParsableCommand {
             print(o.text)
             return
         }
-        print("bench timelapse: \(slots) slots of a 3-shot bracket from \(camera) in virtual time, 10 s apart, a day from 100,000 lux to 0.01 and back; \(String(format2: seconds)) s")
-        print("  slots taken: \(taken), not taken: \(other)")
-        print("  slot to exposure start: p50 \(d.p50.preciseDescription), p99 \(d.p99.preciseDescription), max \(d.max.preciseDescription) (no phase locking)")
+        func pct(_ n: Int, _ of: Int) -> String { String(format2: Double(n) * 100 / Double(max(1, of))) + "%" }
+        print("bench timelapse: \(slots) slots of a 3-shot bracket (-1,0,1 EV) from \(camera) in virtual time, 10 s apart, longest exposure 5/16 s, keeping 1 GB, a day from 100,000 lux to 0.01 and back; \(String(format2: locked.seconds)) s")
+        print("  slots taken: \(locked.taken), not taken: \(locked.other)")
+        print("  slot to exposure start, phase-locked:   p50 \(d.p50.preciseDescription), p99 \(d.p99.preciseDescription), max \(d.max.preciseDescription)")
+        print("  slot to exposure start, unlocked (\(compared) slots): p50 \(u.p50.preciseDescription), p99 \(u.p99.preciseDescription), max \(u.max.preciseDescription)  (p50 ratio unlocked/locked \(String(format2: u.p50.secondsValue / max(d.p50.secondsValue, 1e-9))))")
+        print("  brackets on consecutive frames: locked \(pct(locked.consecutive, locked.taken)), unlocked \(pct(unlocked.consecutive, unlocked.taken)) (locked, a late landing puts a repeat of the first step before the second)")
+        print("  0 EV frame, slot to slot: exposure × gain changed at most \(String(format2: locked.maxExposureStepEV)) EV, metered brightness at most \(String(format2: locked.maxBrightnessStepEV)) EV (ramp bound 0.33 EV)")
+        print("  0 EV brightness by tenth of the run (the night in the middle): " + locked.brightnessByTenth.map { String(format2: $0 * 100) + "%" }.joined(separator: " "))
         print("  CPU per slot: first \(marks[0].slot) slots \(String(format2: perSlotFirst.microsecondsValue / 1000)) ms, slots \(marks[0].slot + 1)-\(marks[1].slot) \(String(format2: perSlotRest.microsecondsValue / 1000)) ms")
         print("  resident memory: \(marks[0].rss / 1024) MiB at slot \(marks[0].slot), \(marks[1].rss / 1024) MiB at slot \(marks[1].slot) (ratio \(String(format2: rssRatio)))")
     }

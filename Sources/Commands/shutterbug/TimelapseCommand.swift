@@ -20,8 +20,10 @@ struct TimelapseCommand: AsyncParsableCommand {
         abstract: "Photos or brackets on an absolute schedule, the exposure ramped from day to night, every slot journalled; run it again to resume.",
         discussion: """
             Slots fall on a grid aligned to wall time (a 30 s interval shoots at :00 and :30) \
-            and are waited for on CLOCK_MONOTONIC with the camera streaming: each slot's \
-            first frame is the first exposed after the slot's instant. A slot more than \
+            and are waited for on CLOCK_MONOTONIC with the camera streaming. Each slot's \
+            exposure is phase-locked: the frames before it are planned (one of them \
+            stretched) so that the first step's exposure begins at the slot's instant within \
+            a line time, and the JSON says how each lock went. A slot more than \
             min(interval/2, 1 s) late is skipped and recorded, never fired late; a wall-clock \
             step forward skips the slots it passes, one back never repeats a slot. The \
             exposure is ramped in software: each slot's 0 EV frame is metered and the next \
@@ -81,7 +83,7 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "One JSON object per slot, then a summary object.")
     var json = false
 
-    @Flag(name: .long, help: "Take each slot's first frame exposed after the instant, up to a frame period late, instead of planning the frames before it so that the exposure begins at the instant (for comparison).")
+    @Flag(name: .long, help: "Take each slot's first frame exposed after the instant (up to a frame period late) instead of phase-locking: planning the frames before the slot so the first step's exposure begins at the instant within a line time. Locked, when the sensor's controls land a frame late a repeat of the first step sits between it and the second.")
     var noPhaseLock = false
 
     func validate() throws {
