@@ -75,7 +75,7 @@ struct TimelapseCLITests {
         #expect(try await sqlite(db, "PRAGMA integrity_check") == "ok")
         // (In virtual time the camera's clock runs ahead of the wall clock; on a slow machine the
         // second run can start after some of its slots, which it records as missed.)
-        let jpegs = try FileManager.default.subpathsOfDirectory(atPath: dir).filter { $0.hasSuffix(".jpg") }
+        let jpegs = try FileManager.default.subpathsOfDirectory(atPath: dir).filter { $0.hasSuffix(".jpg") && $0 != "contact-sheet.jpg" }
         let taken = Int(try await sqlite(db, "SELECT count(*) FROM slots WHERE state = 'taken'")) ?? -1
         #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE state NOT IN ('taken', 'missed')") == "0")
         #expect(taken >= 8 && Set(jpegs).count == taken * 3, "\(taken) taken, \(jpegs.count) JPEGs")
@@ -87,6 +87,10 @@ struct TimelapseCLITests {
         let height = Int(header[4]) << 24 | Int(header[5]) << 16 | Int(header[6]) << 8 | Int(header[7])
         #expect(width == 12 && height == 240, "\(width)x\(height)")
         #expect(png.suffix(8).prefix(4) == Data("IEND".utf8), "the PNG ends with its IEND chunk")
+        // The contact sheet: a whole JPEG of the slots' thumbnails (12 slots, all kept).
+        let sheet = try #require(FileManager.default.contents(atPath: dir + "/contact-sheet.jpg"), "no contact sheet")
+        #expect(sheet.prefix(2) == Data([0xFF, 0xD8]) && sheet.suffix(2) == Data([0xFF, 0xD9]))
+        #expect(try await sqlite(db, "SELECT count(*) FROM thumbs") == "12")
     }
 
     @Test("bad timelapse settings are refused with the accepted range", arguments: [

@@ -59,4 +59,16 @@ struct JournalTests {
         first = nil
         _ = try TimelapseJournal(path: path, job: "roof", spec: "a")
     }
+
+    @Test("thumbnails for the run's contact sheet thin out evenly as the run grows: at most 48, every stride-th slot, the stride a power of two")
+    func thumbStride() {
+        #expect(TimelapseJournal.thumbStride(latest: 0) == 1)
+        #expect(TimelapseJournal.thumbStride(latest: 47) == 1)
+        #expect(TimelapseJournal.thumbStride(latest: 48) == 2)
+        #expect(TimelapseJournal.thumbStride(latest: 17_279) == 512)
+        for latest in [0, 10, 47, 48, 95, 96, 1000, 17_279, 1_000_000] {
+            let s = TimelapseJournal.thumbStride(latest: latest)
+            #expect(latest / s + 1 <= 48 && (s == 1 || latest / (s / 2) + 1 > 48), "\(latest): \(s)")
+        }
+    }
 }

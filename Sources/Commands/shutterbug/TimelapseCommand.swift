@@ -212,7 +212,42 @@ struct TimelapseCommand: AsyncParsableCommand {
             print("timelapse '\(job)' on \(cam.info.id): every \(every.millisecondsDescription), \(schedule.total.map { "\($0) slots" } ?? "until stopped"), EV \(biases.map { String(format2: $0) }.joined(separator: ",")), first slot \(schedule.wall(of: schedule.next))\(resumed)")
         }
 
+        /// The job's keogram (one column per slot) and contact sheet (slots spread over the
+        /// run) so far, each replaced whole, never half written.
+        func pictures() -> (keogram: String?, sheet: String?) {
+            var keogram: String?, sheet: String?
+            do {
+                let columns = try journal.keogramColumns()
+                guard !columns.isEmpty else { throw ShutterbugError(.invalidState, "the job has no slot yet") }
+                keogram = try directory.replace("keogram.png", with: try Keogram.png(columns))
+            } catch {
+                notice("the keogram was not written: \(error)")
+            }
+            do {
+                let thumbs = try journal.thumbnails()
+                let dayFormat = { (w: WallClockTime) -> String in String(w.description.dropFirst(5).prefix(11)).replacingOccurrences(of: "T", with: " ") }
+                let tiles = thumbs.map { t in
+                    RunSheet.Thumb(rgb: t.rgb, width: t.width, height: t.height,
+                                   labels: ["SLOT \(t.index)  \(dayFormat(t.wall))",
+                                            "\(t.exposure?.exposureDescription ?? "-")  GAIN \(t.gain.map { String(format2: $0) } ?? "-")"])
+                }
+                let title = "\(job.uppercased())  \(thumbs.count) OF \((try? journal.counts().values.reduce(0, +)) ?? 0) SLOTS  EV \(biases.map { String(format2: $0) }.joined(separator: ","))"
+                sheet = try directory.replace("contact-sheet.jpg", with: try RunSheet.jpeg(tiles, title: title))
+            } catch {
+                notice("the contact sheet was not written: \(error)")
+            }
+            return (keogram, sheet)
+        }
+
         let stop = StopReason()
+        // SIGUSR1: the keogram and contact sheet so far, now (between slots).
+        let refresh = try SignalTriggerSource(signal: SIGUSR1, name: "SIGUSR1")
+        let wanted = FlagRequest()
+        let refreshWatcher = Task { for await _ in refresh.triggers() { wanted.set() } }
+        defer {
+            refreshWatcher.cancel()
+            refresh.stop()
+        }
         let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
         let watchers = stops.map { s in Task { for await _ in s.triggers() { stop.set(s.name); return } } }
         defer {
@@ -238,16 +273,25 @@ struct TimelapseCommand: AsyncParsableCommand {
         }
         // Slots the journal could not take (its disk full too) wait here and go in first when
         // it can; nothing is dropped.
-        var unjournalled: [(TimelapseJournal.SlotRecord, [TimelapseJournal.FrameRecord], [TimelapseJournal.FileRecord], ExposureRamp.Decision?, ExposureRamp.Settings?, [UInt8]?)] = []
-        func record(_ slot: TimelapseJournal.SlotRecord, frames: [TimelapseJournal.FrameRecord] = [], files: [TimelapseJournal.FileRecord] = [],
-                    decision: ExposureRamp.Decision? = nil, rampAfter: ExposureRamp.Settings? = nil, keogram: [UInt8]? = nil) throws {
-            unjournalled.append((slot, frames, files, decision, rampAfter, keogram))
+        struct Pending {
+            var slot: TimelapseJournal.SlotRecord
+            var frames: [TimelapseJournal.FrameRecord] = []
+            var files: [TimelapseJournal.FileRecord] = []
+            var decision: ExposureRamp.Decision?
+            var rampAfter: ExposureRamp.Settings?
+            var keogram: [UInt8]?
+            var thumbnail: TimelapseJournal.Thumbnail?
+        }
+        var unjournalled: [Pending] = []
+        func record(_ p: Pending) throws {
+            unjournalled.append(p)
             try flushJournal()
         }
+        func record(_ slot: TimelapseJournal.SlotRecord) throws { try record(Pending(slot: slot)) }
         func flushJournal() throws {
             while let r = unjournalled.first {
                 do {
-                    try journal.record(r.0, frames: r.1, files: r.2, decision: r.3, rampAfter: r.4, keogram: r.5)
+                    try journal.record(r.slot, frames: r.frames, files: r.files, decision: r.decision, rampAfter: r.rampAfter, keogram: r.keogram, thumbnail: r.thumbnail)
                     unjournalled.removeFirst()
                 } catch let e as ShutterbugError where e.code == .noSpace {
                     if unjournalled.count == 1 { notice("the journal cannot be written (\(e.message)); its slots are kept until it can") }
@@ -291,6 +335,11 @@ struct TimelapseCommand: AsyncParsableCommand {
             }
         }
         loop: while stop.reason == nil {
+            if wanted.take() {
+                let (k, c) = pictures()
+                clearStatus()
+                notice("SIGUSR1: \([k, c].compactMap { $0 }.joined(separator: " and ")) written")
+            }
             status()
             offset = Self.wallOffset(await session.latestFrame)
             let step = schedule.step(now: cam.now, offset: offset)
@@ -333,6 +382,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 var files: [TimelapseJournal.FileRecord] = []
                 var means: [Int: Double] = [:]
                 var columns: [Int: [UInt8]] = [:]
+                var thumbs: [Int: (rgb: [UInt8], width: Int, height: Int)] = [:]
                 var cameraTrouble = false
                 var failure: String?
                 var lockNote: String?
@@ -340,9 +390,10 @@ struct TimelapseCommand: AsyncParsableCommand {
                     for try await e in writer.capture(settings, on: session) {
                         switch e {
                         case .photoCaptured(let s, let m): frames.append(.init(step: s.index, metadata: m, bias: biases[s.index]))
-                        case .photoMetered(let s, let mean, let column):
+                        case .photoMetered(let s, let mean, let column, let thumb):
                             means[s.index] = mean
                             columns[s.index] = column
+                            thumbs[s.index] = thumb
                         case .fileWritten(let f): files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try Self.crc32(of: f.path)))
                         case .captureFinished(let r): lockNote = r.phaseLock
                         case .writeFailed(_, let format, let error): failure = "\(format): \(error)"
@@ -370,10 +421,13 @@ struct TimelapseCommand: AsyncParsableCommand {
                 let state: TimelapseJournal.SlotState = failure == nil && frames.count == biases.count ? .taken : .failed
                 if let start { errors.append(start - instant) }
                 let adjusted = abs(shift) > 0.01 ? "bracket shifted \(String(format2: shift)) EV to fit the exposure limits" : nil
-                try record(.init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
-                                         captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)),
-                                         number: nil),
-                                   frames: frames, files: files, decision: decision, rampAfter: ramp.settings, keogram: columns[zero])
+                let zeroFrame = frames.first { $0.step == zero }?.metadata
+                let thumbnail = thumbs[zero].map {
+                    TimelapseJournal.Thumbnail(rgb: $0.rgb, width: $0.width, height: $0.height, exposure: zeroFrame?.exposureTime, gain: zeroFrame?.totalGain?.value)
+                }
+                try record(Pending(slot: .init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
+                                               captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)), number: nil),
+                                   frames: frames, files: files, decision: decision, rampAfter: ramp.settings, keogram: columns[zero], thumbnail: thumbnail))
                 counts[state, default: 0] += 1
                 clearStatus()
                 report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count, lock: lockNote)
@@ -405,16 +459,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         try flushJournal()
         try retain(before: schedule.next, now: WallClockTime(nanoseconds: cam.now.nanoseconds + offset))
         if !unjournalled.isEmpty { notice("\(unjournalled.count) slots could not be journalled (the disk is full); their files are on disk") }
-        // The job's keogram so far, one column per slot, replaced whole (never half written).
-        var keogramPath: String?
-        do {
-            let columns = try journal.keogramColumns()
-            guard !columns.isEmpty else { throw ShutterbugError(.invalidState, "the job has no slot yet") }
-            let png = try Keogram.png(columns)
-            keogramPath = try directory.replace("keogram.png", with: png)
-        } catch {
-            notice("the keogram was not written: \(error)")
-        }
+        let (keogramPath, sheetPath) = pictures()
         let why = stop.reason ?? "the schedule ended"
         let all = try journal.counts()
         let integrity = try journal.database.integrityCheck()
@@ -434,6 +479,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             o.add("slotsDeletedByRetention", deletedSlots)
             o.add("bytesKept", try journal.bytesKept())
             o.add("keogram", keogramPath)
+            o.add("contactSheet", sheetPath)
             print(o.text)
         } else {
             print("stopped by \(why): this run \(counts[.taken] ?? 0) taken, \(counts[.skipped] ?? 0) skipped, \(counts[.missed] ?? 0) missed, \(counts[.failed] ?? 0) failed; the job in all \(all[.taken] ?? 0) taken, \(all[.skipped] ?? 0) skipped, \(all[.missed] ?? 0) missed, \(all[.failed] ?? 0) failed")
@@ -444,6 +490,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             if deletedSlots > 0 { print("  retention deleted the files of \(deletedSlots) slot\(deletedSlots == 1 ? "" : "s"); the job keeps \(Self.bytes(try journal.bytesKept()))") }
             if reopened > 0 { print("  the camera was opened again \(reopened) time\(reopened == 1 ? "" : "s") after failing") }
             if let keogramPath { print("  keogram: \(keogramPath)") }
+            if let sheetPath { print("  contact sheet: \(sheetPath)") }
         }
     }
 
@@ -534,6 +581,14 @@ struct TimelapseCommand: AsyncParsableCommand {
         defer { fflush(nil) }
         print("slot \(k) (\(wall)): \(state.rawValue)\(reason.map { " (\($0))" } ?? ""), frames \(frames.map { String($0.metadata.sequence) }.joined(separator: ",")), \(exp), error \(err)\(ramp)")
     }
+}
+
+/// A request made from a signal watcher and taken once by the loop that serves it.
+final class FlagRequest: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    /// Whether it was requested since the last take.
+    func take() -> Bool { value.withLock { v in defer { v = false }; return v } }
 }
 
 /// Why a long-running command is stopping (the first signal), shared with signal watchers.

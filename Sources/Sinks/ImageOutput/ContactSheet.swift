@@ -49,6 +49,26 @@ public enum ContactSheet {
         return Tile(rgb: rgb, width: tw, height: th, histogram: histogram, labels: labels)
     }
 
+    /// A small picture of a YUV420 frame, `width` wide: each pixel a box average.
+    public static func thumbnail(yuv frame: FrameCopy, width: Int) -> (rgb: [UInt8], width: Int, height: Int) {
+        let tw = max(1, min(width, frame.width))
+        let th = max(1, frame.height * tw / max(frame.width, 1))
+        var rgb = [UInt8](repeating: 0, count: tw * th * 3)
+        frame.bytes.withUnsafeBufferPointer { src in
+            for y in 0..<th {
+                let y0 = y * frame.height / th, y1 = max(y0 + 1, (y + 1) * frame.height / th)
+                for x in 0..<tw {
+                    let x0 = x * frame.width / tw, x1 = max(x0 + 1, (x + 1) * frame.width / tw)
+                    let p = YUVBox.mean(src, planes: (frame.planes[0], frame.planes[1], frame.planes[2]), rows: y0..<y1, columns: x0..<x1,
+                                        rowStep: max(1, (y1 - y0) / 4), columnStep: max(1, (x1 - x0) / 4))
+                    let o = (y * tw + x) * 3
+                    (rgb[o], rgb[o + 1], rgb[o + 2]) = p
+                }
+            }
+        }
+        return (rgb, tw, th)
+    }
+
     /// A tile from an 8-bit sRGB picture (a DNG's preview), its histogram from its own luma.
     public static func tile(rgb: [UInt8], width: Int, height: Int, labels: [String]) -> Tile {
         var histogram = [Int](repeating: 0, count: 256)
@@ -92,6 +112,11 @@ public enum ContactSheet {
     /// The sheet as a JPEG (sYCC, 4:2:0).
     public static func jpeg(_ tiles: [Tile], quality: Int = 90) throws -> [UInt8] {
         let (rgb, w, h) = render(tiles)
+        return try jpeg(rgb: rgb, width: w, height: h, quality: quality)
+    }
+
+    /// An 8-bit sRGB picture of even width and height as a JPEG (sYCC, 4:2:0).
+    static func jpeg(rgb: [UInt8], width w: Int, height h: Int, quality: Int) throws -> [UInt8] {
         var yuv = [UInt8](repeating: 128, count: w * h + 2 * (w / 2) * (h / 2))
         let cOffset = w * h, vOffset = cOffset + (w / 2) * (h / 2)
         for y in 0..<h {

@@ -35,7 +35,7 @@ public enum OutputEvent: Sendable {
     case photoCaptured(ResolvedStep, FrameMetadata)
     /// With `metersLuma`: the step's processed frame's mean luma (0...255, every 4th pixel of
     /// every 4th row), for software exposure control, and its middle column for a keogram.
-    case photoMetered(ResolvedStep, meanLuma: Double, keogramColumn: [UInt8])
+    case photoMetered(ResolvedStep, meanLuma: Double, keogramColumn: [UInt8], thumbnail: (rgb: [UInt8], width: Int, height: Int))
     case captureFinished(ResolvedPhotoSettings)
     /// A file is on disk under its final name, synced.
     case fileWritten(WrittenFile)
@@ -59,7 +59,7 @@ public final class PhotoFileWriter: Sendable {
     /// The session's streams, in the order of a photo's buffers.
     public let streams: [StreamConfiguration]
     private let scratch: ScratchMemory
-    /// Report each photo's mean luma and keogram column (`photoMetered`).
+    /// Report each photo's mean luma, keogram column and thumbnail (`photoMetered`).
     public let metersLuma: Bool
 
     /// Mean of a luma plane, every 4th pixel of every 4th row.
@@ -192,7 +192,7 @@ public final class PhotoFileWriter: Sendable {
                 out.yield(.photoCaptured(step, metadata))
                 if metersLuma, let yuv, let luma = yuv.planes.first {
                     out.yield(.photoMetered(step, meanLuma: Self.meanLuma(yuv.bytes, plane: luma, width: yuv.width, height: yuv.height),
-                                            keogramColumn: Keogram.column(yuv)))
+                                            keogramColumn: Keogram.column(yuv), thumbnail: ContactSheet.thumbnail(yuv: yuv, width: RunSheet.thumbWidth)))
                 }
                 let base = name!(stepNumber)
                 unused -= memory

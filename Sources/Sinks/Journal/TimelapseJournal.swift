@@ -124,6 +124,8 @@ public final class TimelapseJournal: @unchecked Sendable {
                 PRIMARY KEY (job, idx), FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
             CREATE TABLE IF NOT EXISTS keogram(job INTEGER NOT NULL, idx INTEGER NOT NULL, rgb BLOB NOT NULL,
                 PRIMARY KEY (job, idx), FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
+            CREATE TABLE IF NOT EXISTS thumbs(job INTEGER NOT NULL, idx INTEGER NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
+                exposure_us REAL, gain REAL, rgb BLOB NOT NULL, PRIMARY KEY (job, idx), FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
             CREATE TABLE IF NOT EXISTS ramp(job INTEGER PRIMARY KEY REFERENCES jobs(id), exposure_ns INTEGER NOT NULL, gain REAL NOT NULL, after_slot INTEGER NOT NULL);
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '\(Self.schemaVersion)');
             """)
@@ -159,9 +161,11 @@ public final class TimelapseJournal: @unchecked Sendable {
 
     /// Records one slot whole: the slot, its frames, files, ramp decision and the ramp state
     /// after it, in one transaction.
-    /// `keogram`: the slot's keogram column (RGB, top to bottom).
+    /// `keogram`: the slot's keogram column (RGB, top to bottom). `thumbnail`: its 0 EV
+    /// photo, small, kept while the slot is one of those spread evenly over the run
+    /// (`RunSheet.stride`).
     public func record(_ slot: SlotRecord, frames: [FrameRecord] = [], files: [FileRecord] = [], decision: ExposureRamp.Decision? = nil,
-                       rampAfter: ExposureRamp.Settings? = nil, keogram: [UInt8]? = nil) throws {
+                       rampAfter: ExposureRamp.Settings? = nil, keogram: [UInt8]? = nil, thumbnail: Thumbnail? = nil) throws {
         try database.transaction {
             var error = Value.null
             if let i = slot.instant, let e = slot.exposureStart { error = .int((e - i).nanosecondsValue) }
@@ -191,10 +195,55 @@ public final class TimelapseJournal: @unchecked Sendable {
             if let k = keogram {
                 try database.query("INSERT INTO keogram VALUES (?,?,?)", [.int(jobID), .int(Int64(slot.index)), .blob(k)])
             }
+            let stride = Int64(Self.thumbStride(latest: slot.index))
+            if let t = thumbnail, Int64(slot.index) % stride == 0 {
+                try database.query("INSERT INTO thumbs VALUES (?,?,?,?,?,?,?)", [.int(jobID), .int(Int64(slot.index)), .int(Int64(t.width)), .int(Int64(t.height)),
+                                                                                  t.exposure.map { .double($0.microsecondsValue) } ?? .null, t.gain.map(Value.double) ?? .null, .blob(t.rgb)])
+            }
+            try database.query("DELETE FROM thumbs WHERE job = ? AND idx % ? != 0", [.int(jobID), .int(stride)])
             if let r = rampAfter {
                 try database.query("INSERT INTO ramp(job, exposure_ns, gain, after_slot) VALUES (?,?,?,?) ON CONFLICT(job) DO UPDATE SET exposure_ns = excluded.exposure_ns, gain = excluded.gain, after_slot = excluded.after_slot",
                                    [.int(jobID), .int(r.exposure.nanosecondsValue), .double(r.gain), .int(Int64(slot.index))])
             }
+        }
+    }
+
+    /// A slot's photo, small, for the run's contact sheet.
+    public struct Thumbnail: Sendable {
+        public var rgb: [UInt8]
+        public var width: Int
+        public var height: Int
+        public var exposure: Duration?
+        public var gain: Double?
+        public var index = 0
+        public var wall = WallClockTime(nanoseconds: 0)
+        public init(rgb: [UInt8], width: Int, height: Int, exposure: Duration?, gain: Double?) {
+            self.rgb = rgb
+            self.width = width
+            self.height = height
+            self.exposure = exposure
+            self.gain = gain
+        }
+    }
+
+    /// Thumbnails are kept for every `stride`-th slot, the stride the least power of two that
+    /// keeps at most `limit` of the slots up to `latest`: they stay spread evenly over the
+    /// run however long it gets.
+    public static func thumbStride(latest: Int, limit: Int = 48) -> Int {
+        var s = 1
+        while latest / s + 1 > limit { s *= 2 }
+        return s
+    }
+
+    /// The thumbnails kept, in slot order, with their slots' wall times.
+    public func thumbnails() throws -> [Thumbnail] {
+        try database.query("SELECT t.idx, t.width, t.height, t.exposure_us, t.gain, t.rgb, s.wall_ns FROM thumbs t JOIN slots s ON s.job = t.job AND s.idx = t.idx WHERE t.job = ? ORDER BY t.idx",
+                           [.int(jobID)]).map { r in
+            var t = Thumbnail(rgb: r[5].blob ?? [], width: Int(r[1].int ?? 0), height: Int(r[2].int ?? 0),
+                              exposure: r[3].double.map { .nanoseconds(Int64($0 * 1000)) }, gain: r[4].double)
+            t.index = Int(r[0].int ?? 0)
+            t.wall = WallClockTime(nanoseconds: r[6].int ?? 0)
+            return t
         }
     }
 
