@@ -93,6 +93,31 @@ struct TimelapseCLITests {
         #expect(try await sqlite(db, "SELECT count(*) FROM thumbs") == "12")
     }
 
+    @Test("long intervals: the camera is stopped between slots and started again before each, its start-up measured and journalled, every slot still taken and phase-locked; 'never' keeps it streaming")
+    func stopsWhenIdle() async throws {
+        let dir = NSTemporaryDirectory() + "sb-timelapse-idle-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let args = ["timelapse", "--camera", "sim:imx219", "--virtual-time", "--size", "640x480", "--interval", "10m", "--ev", "-1,0,1", "--count", "4", "--json"]
+        let r = try await runChild(Self.exe, args + ["--output", dir])
+        #expect(r.status == 0, "\(r.err)")
+        let (slots, summary) = try lines(r.out)
+        #expect(slots.count == 4 && slots.allSatisfy { $0["state"] as? String == "taken" }, "\(slots)")
+        #expect(summary["cameraStoppedWhileIdle"] as? Int == 3, "\(summary)")
+        for s in slots.dropFirst() { #expect((s["phaseLock"] as? String)?.hasPrefix("locked: frame") == true, "\(s["phaseLock"] ?? "-")") }
+        let db = dir + "/timelapse.sqlite"
+        #expect(try await sqlite(db, "SELECT count(*), sum(reason = 'stopped while idle'), min(startup_ns) > 0 FROM camera_starts") == "4|3|1")
+        // Started again before its slot by more than the start-up it measured.
+        let rows = try await sqlite(db, "SELECT c.wall_ns, c.startup_ns, s.wall_ns FROM camera_starts c JOIN slots s ON s.idx = c.before_slot WHERE c.reason = 'stopped while idle'")
+        for row in rows.split(separator: "\n") {
+            let v = row.split(separator: "|").compactMap { Int64($0) }
+            #expect(v.count == 3 && v[2] - v[0] > v[1], "started at \(v[0]), start-up \(v[1]) ns, slot at \(v[2])")
+        }
+        let never = try await runChild(Self.exe, args + ["--output", dir + "-never", "--stop-camera-when-idle", "never"])
+        defer { try? FileManager.default.removeItem(atPath: dir + "-never") }
+        #expect(never.status == 0, "\(never.err)")
+        #expect(try lines(never.out).summary["cameraStoppedWhileIdle"] as? Int == 0)
+    }
+
     @Test("bad timelapse settings are refused with the accepted range", arguments: [
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--interval", "0.01s"], "--interval must be a period from 0.1 s"),
         (["timelapse", "--output", "/tmp/x", "--interval", "10s"], "give --count N or --until TIME"),
@@ -104,6 +129,7 @@ struct TimelapseCLITests {
         (["timelapse", "--output", "/tmp/x", "--until", "2020-01-01T00:00"], "is already past"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--interval", "-5s"], "--interval must be a period"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--keep-days", "0"], "--keep-days"),
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--stop-camera-when-idle", "1s"], "--stop-camera-when-idle must be a period from 10 s"),
     ])
     func refused(args: [String], says: String) async throws {
         let r = try await runChild(Self.exe, args)

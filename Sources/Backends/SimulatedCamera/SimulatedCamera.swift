@@ -48,6 +48,18 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     /// The latest virtual time any simulated camera in this process has reached.
     private static let virtualFloor = Atomic<Int64>(0)
 
+    /// Virtual time with no camera running: where the process's virtual clock has got to (a
+    /// camera started now starts there), at least CLOCK_MONOTONIC.
+    public static var virtualClockNow: SensorTime {
+        max(MonotonicClock.now(), SensorTime(nanoseconds: virtualFloor.load(ordering: .relaxed)))
+    }
+
+    /// Virtual time with no camera running: lets the clock pass to `t` at once (a timelapse
+    /// that stopped its camera between slots waits this way); never goes back.
+    public static func advanceVirtualClock(to t: SensorTime) {
+        virtualFloor.max(t.nanoseconds, ordering: .relaxed)
+    }
+
     /// Creates a simulated camera with a sensor profile.
     ///
     /// - Precondition: `options.externalTrigger` only for a profile with an external trigger

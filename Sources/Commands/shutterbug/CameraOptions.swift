@@ -1,3 +1,4 @@
+import Synchronization
 import ArgumentParser
 import LibcameraBackend
 import ShutterbugCore
@@ -153,7 +154,8 @@ struct CameraOptions: ParsableArguments {
         }
         if let id = chosen { return try manager.open(id) }
         if let first = manager.cameras.first { return try manager.open(first.id) }
-        notice("no camera attached; using the simulated IMX477 (sim:imx477). `shutterbug cameras` lists the others.")
+        // Once per process: a timelapse that stops and starts its camera says it once.
+        if FallbackNotice.first() { notice("no camera attached; using the simulated IMX477 (sim:imx477). `shutterbug cameras` lists the others.") }
         return try openSimulated(model: "imx477", clock: clock)
     }
 
@@ -180,4 +182,10 @@ func environment(_ name: String) -> String? {
 func notice(_ message: String) {
     var line = "shutterbug: " + message + "\n"
     line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+/// Whether the simulated-camera fallback has been announced in this process.
+enum FallbackNotice {
+    private static let said = Mutex(false)
+    static func first() -> Bool { said.withLock { s in defer { s = true }; return !s } }
 }

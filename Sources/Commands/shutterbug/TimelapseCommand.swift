@@ -83,6 +83,9 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "One JSON object per slot, then a summary object.")
     var json = false
 
+    @Option(name: .long, help: ArgumentHelp("Stop the camera between slots when it would stand idle longer than this (10s...1d), to save power; it is started again its measured start-up time, and the lock's lead, before the next slot. 'never' keeps it streaming.", valueName: "period|never"))
+    var stopCameraWhenIdle: String = "120s"
+
     @Flag(name: .long, help: "Take each slot's first frame exposed after the instant (up to a frame period late) instead of phase-locking: planning the frames before the slot so the first step's exposure begins at the instant within a line time. Locked, when the sensor's controls land a frame late a repeat of the first step sits between it and the second.")
     var noPhaseLock = false
 
@@ -103,6 +106,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         try NumericInput.check(rampStep, "--ramp-step", in: 0.01...3, unit: "EV")
         try NumericInput.check(nightOffset, "--night-offset", in: -4...0, unit: "EV")
         _ = try keepBytes()
+        _ = try idleStop()
         if let keepDays { try NumericInput.check(keepDays, "--keep-days", in: 0.001...36_500, unit: "days") }
         guard (0...1_048_576).contains(reserve) else { throw ValidationError("--reserve must be in 0...1048576 MiB, not \(reserve)") }
         guard !job.isEmpty, job.count <= 64 else { throw ValidationError("--job must be a name of 1 to 64 characters") }
@@ -117,6 +121,12 @@ struct TimelapseCommand: AsyncParsableCommand {
             if let v = Double(t.dropLast(u.count)), v.isFinite, (1e6...1e15).contains(v * scale) { return Int64(v * scale) }
         }
         throw ValidationError("--keep must be a size from 1MB to 1000TB, written 500MB, 1GB or 2TB, not '\(keep)'")
+    }
+
+    /// --stop-camera-when-idle: nil for never.
+    func idleStop() throws -> Duration? {
+        if stopCameraWhenIdle.lowercased() == "never" { return nil }
+        return try NumericInput.period(stopCameraWhenIdle, "--stop-camera-when-idle", in: 10...86_400)
     }
 
     func period() throws -> Duration { try NumericInput.period(interval, "--interval", in: 0.1...(86_400 * 7)) }
@@ -150,7 +160,12 @@ struct TimelapseCommand: AsyncParsableCommand {
         let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
         /// The camera, its session and the writer for its streams: opened at the start, and
         /// again when the camera fails or goes away.
+        let virtual = camera.virtualTime
+        /// CLOCK_MONOTONIC, or in virtual time where the process's virtual clock has got to.
+        func clockNow() -> SensorTime { virtual ? SimulatedCamera.virtualClockNow : MonotonicClock.now() }
+        var startup = Duration.zero
         func openCamera() async throws -> (any CameraBackend, CaptureSession, PhotoFileWriter) {
+            let began = clockNow()
             let cam = try camera.open()
             do {
                 let session = CaptureSession(backend: cam)
@@ -158,6 +173,8 @@ struct TimelapseCommand: AsyncParsableCommand {
                 for a in config.adjustments { notice("adjusted: \(a)") }
                 let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config), metersLuma: true)
                 try writer.check(formats)
+                // From open to streaming settled frames (start() returns after the warm-up).
+                startup = cam.now - began
                 return (cam, session, writer)
             } catch {
                 cam.release()
@@ -174,6 +191,9 @@ struct TimelapseCommand: AsyncParsableCommand {
         var (cam, session, writer) = try await openCamera()
         defer { cam.release() }
         var reopened = 0
+        var starts: [Duration] = [startup]
+        var stoppedFor = 0
+        let idleStop = try self.idleStop()
 
         let resume = try journal.resume()
 
@@ -207,6 +227,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         let plan = TimelapseSchedule.Plan(interval: every, start: startWall, end: try until.map { try NumericInput.wallTime($0, "--until") }, count: count)
         var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
         try journal.setAnchor(schedule.anchor)
+        try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "the job started")
         if !json {
             let resumed = resume.lastSlot.map { " (resuming after slot \($0): \(resume.taken) taken, \(resume.skipped) not)" } ?? ""
             print("timelapse '\(job)' on \(cam.info.id): every \(every.millisecondsDescription), \(schedule.total.map { "\($0) slots" } ?? "until stopped"), EV \(biases.map { String(format2: $0) }.joined(separator: ",")), first slot \(schedule.wall(of: schedule.next))\(resumed)")
@@ -443,12 +464,49 @@ struct TimelapseCommand: AsyncParsableCommand {
                         do {
                             (cam, session, writer) = try await openCamera()
                             reopened += 1
+                            starts.append(startup)
+                            try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "after a failure")
                             notice("the camera is back (\(cam.info.id)); the job goes on")
                             break
                         } catch {
                             if stop.reason != nil { throw error }
                             notice("the camera cannot be opened yet (\(error)); trying again in 5 s")
                             try? await Task.sleep(for: .seconds(5))
+                        }
+                    }
+                }
+                if !cameraTrouble, let idleStop, stop.reason == nil, schedule.total.map({ schedule.next < $0 }) ?? true {
+                    // Long until the next slot: stop the camera, and start it again before the
+                    // slot by twice its slowest start-up so far, the lock's lead (some 30
+                    // frames of the first step) and a second.
+                    let nextInstant = SensorTime(nanoseconds: schedule.wall(of: schedule.next).nanoseconds - offset)
+                    let firstStep = ramp.settings(biases: biases).steps[0].exposure + .milliseconds(40)
+                    let wake = nextInstant - ((starts.max() ?? .seconds(1)) * 2 + firstStep * 30 + .seconds(1))
+                    if plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true, wake - cam.now > idleStop {
+                        await session.stop()
+                        cam.release()
+                        stoppedFor += 1
+                        // Until the wake-up: at once in virtual time, else in steps of at
+                        // most a second so a signal still stops the job promptly.
+                        if virtual {
+                            SimulatedCamera.advanceVirtualClock(to: wake)
+                        } else {
+                            while stop.reason == nil, clockNow() < wake {
+                                try? await Task.sleep(for: min(.seconds(1), wake - clockNow()))
+                            }
+                        }
+                        if stop.reason != nil { break loop }
+                        while true {
+                            do {
+                                (cam, session, writer) = try await openCamera()
+                                starts.append(startup)
+                                try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "stopped while idle")
+                                break
+                            } catch {
+                                if stop.reason != nil { break loop }
+                                notice("the camera cannot be started again (\(error)); trying again in 5 s")
+                                try? await Task.sleep(for: .seconds(5))
+                            }
                         }
                     }
                 }
@@ -476,6 +534,8 @@ struct TimelapseCommand: AsyncParsableCommand {
             o.add("scheduleErrorMaxUs", dist?.max.microsecondsValue)
             o.add("journalIntegrity", integrity)
             o.add("cameraReopened", reopened)
+            o.add("cameraStoppedWhileIdle", stoppedFor)
+            o.add("cameraStartupMsMax", (starts.max() ?? .zero).microsecondsValue / 1000)
             o.add("slotsDeletedByRetention", deletedSlots)
             o.add("bytesKept", try journal.bytesKept())
             o.add("keogram", keogramPath)
@@ -489,6 +549,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             print("  journal \(journal.database.path): integrity \(integrity)")
             if deletedSlots > 0 { print("  retention deleted the files of \(deletedSlots) slot\(deletedSlots == 1 ? "" : "s"); the job keeps \(Self.bytes(try journal.bytesKept()))") }
             if reopened > 0 { print("  the camera was opened again \(reopened) time\(reopened == 1 ? "" : "s") after failing") }
+            if stoppedFor > 0 { print("  the camera was stopped between slots \(stoppedFor) time\(stoppedFor == 1 ? "" : "s"); its start-up took at most \((starts.max() ?? .zero).millisecondsDescription)") }
             if let keogramPath { print("  keogram: \(keogramPath)") }
             if let sheetPath { print("  contact sheet: \(sheetPath)") }
         }

@@ -126,6 +126,8 @@ public final class TimelapseJournal: @unchecked Sendable {
                 PRIMARY KEY (job, idx), FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
             CREATE TABLE IF NOT EXISTS thumbs(job INTEGER NOT NULL, idx INTEGER NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
                 exposure_us REAL, gain REAL, rgb BLOB NOT NULL, PRIMARY KEY (job, idx), FOREIGN KEY (job, idx) REFERENCES slots(job, idx));
+            CREATE TABLE IF NOT EXISTS camera_starts(job INTEGER NOT NULL REFERENCES jobs(id), wall_ns INTEGER NOT NULL, startup_ns INTEGER NOT NULL,
+                before_slot INTEGER, reason TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS ramp(job INTEGER PRIMARY KEY REFERENCES jobs(id), exposure_ns INTEGER NOT NULL, gain REAL NOT NULL, after_slot INTEGER NOT NULL);
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '\(Self.schemaVersion)');
             """)
@@ -206,6 +208,13 @@ public final class TimelapseJournal: @unchecked Sendable {
                                    [.int(jobID), .int(r.exposure.nanosecondsValue), .double(r.gain), .int(Int64(slot.index))])
             }
         }
+    }
+
+    /// The camera was started (the job's start, after a failure, or after being stopped
+    /// between slots) and took `startup` from open to its first settled frame.
+    public func recordCameraStart(wall: WallClockTime, startup: Duration, beforeSlot: Int?, reason: String) throws {
+        try database.query("INSERT INTO camera_starts VALUES (?,?,?,?,?)", [.int(jobID), .int(wall.nanoseconds), .int(startup.nanosecondsValue),
+                                                                            beforeSlot.map { .int(Int64($0)) } ?? .null, .text(reason)])
     }
 
     /// A slot's photo, small, for the run's contact sheet.
