@@ -60,6 +60,9 @@ struct CameraOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Simulated camera, fault injection: the camera disappears at this sensor frame after each start (as if unplugged).", valueName: "frame"))
     var faultDisconnectAt: UInt64?
 
+    @Option(name: .long, help: ArgumentHelp("Simulated camera, fault injection: at this sensor frame the pipeline goes silent for SECONDS (a hung camera), e.g. 100:5.", valueName: "frame:seconds"))
+    var faultStall: String?
+
     func validate() throws { _ = try simulationOptions() }
 
     /// The simulation options these flags describe.
@@ -98,6 +101,14 @@ struct CameraOptions: ParsableArguments {
         if let f = faultDisconnectAt {
             guard f >= 10 else { throw ValidationError("--fault-disconnect-at must be a frame from 10 on, not \(f)") }
             o.faults.disconnectAtFrame = f
+        }
+        if let stall = faultStall {
+            let p = stall.split(separator: ":")
+            guard p.count == 2, let f = UInt64(p[0]), f >= 10, let secs = Double(p[1]), (0.1...3600).contains(secs) else {
+                throw ValidationError("--fault-stall must be FRAME:SECONDS, the frame from 10 on and 0.1...3600 s, e.g. 100:5, not '\(stall)'")
+            }
+            o.faults.stallAtFrame = f
+            o.faults.stallDuration = .seconds(exactly: secs)
         }
         return o
     }

@@ -8,6 +8,7 @@ import ProcessTriggers
 import ShutterbugCore
 import SimulatedCamera
 import Synchronization
+import Systemd
 import Timelapse
 
 #if canImport(Glibc)
@@ -228,6 +229,25 @@ struct TimelapseCommand: AsyncParsableCommand {
         var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
         try journal.setAnchor(schedule.anchor)
         try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "the job started")
+        // Under systemd (Type=notify): ready once the camera streams; a status line per slot;
+        // the watchdog pinged only while frames keep coming (or the camera is stopped on
+        // purpose between slots), so a hung camera gets the service restarted.
+        let notifier = SystemdNotifier.fromProcessEnvironment()
+        let feed = WatchdogFeed(session)
+        notifier?.ready(status: "timelapse '\(job)' streaming on \(cam.info.id); first slot \(schedule.wall(of: schedule.next))")
+        let watchdog = notifier?.watchdogInterval.map { interval in
+            Task {
+                var last: UInt32?
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval / 2)
+                    let (current, idle) = feed.state
+                    let newest = await current.latestFrame?.sequence
+                    if idle || (newest != nil && newest != last) { notifier?.watchdog() }
+                    last = newest
+                }
+            }
+        }
+        defer { watchdog?.cancel() }
         if !json {
             let resumed = resume.lastSlot.map { " (resuming after slot \($0): \(resume.taken) taken, \(resume.skipped) not)" } ?? ""
             print("timelapse '\(job)' on \(cam.info.id): every \(every.millisecondsDescription), \(schedule.total.map { "\($0) slots" } ?? "until stopped"), EV \(biases.map { String(format2: $0) }.joined(separator: ",")), first slot \(schedule.wall(of: schedule.next))\(resumed)")
@@ -452,6 +472,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 counts[state, default: 0] += 1
                 clearStatus()
                 report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count, lock: lockNote)
+                notifier?.status("slot \(k)\(schedule.total.map { "/\($0)" } ?? "") \(state.rawValue) at \(wall); \(steps[zero].exposure.exposureDescription) gain \(String(format2: steps[zero].gain)); \(counts[.taken] ?? 0) taken this run")
                 lastSettings = steps[zero]
                 lastPhase = decision?.phase ?? lastPhase
                 if cameraTrouble {
@@ -463,6 +484,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                     while true {
                         do {
                             (cam, session, writer) = try await openCamera()
+                            feed.update(session)
                             reopened += 1
                             starts.append(startup)
                             try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "after a failure")
@@ -483,6 +505,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                     let firstStep = ramp.settings(biases: biases).steps[0].exposure + .milliseconds(40)
                     let wake = nextInstant - ((starts.max() ?? .seconds(1)) * 2 + firstStep * 30 + .seconds(1))
                     if plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true, wake - cam.now > idleStop {
+                        feed.idle(true)
                         await session.stop()
                         cam.release()
                         stoppedFor += 1
@@ -499,6 +522,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                         while true {
                             do {
                                 (cam, session, writer) = try await openCamera()
+                                feed.update(session)
                                 starts.append(startup)
                                 try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "stopped while idle")
                                 break
@@ -513,6 +537,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             }
         }
         clearStatus()
+        notifier?.stopping(status: "timelapse '\(job)' stopping: \(stop.reason ?? "the schedule ended")")
         await session.stop()
         try flushJournal()
         try retain(before: schedule.next, now: WallClockTime(nanoseconds: cam.now.nanoseconds + offset))
@@ -642,6 +667,17 @@ struct TimelapseCommand: AsyncParsableCommand {
         defer { fflush(nil) }
         print("slot \(k) (\(wall)): \(state.rawValue)\(reason.map { " (\($0))" } ?? ""), frames \(frames.map { String($0.metadata.sequence) }.joined(separator: ",")), \(exp), error \(err)\(ramp)")
     }
+}
+
+/// What the watchdog looks at: the session running now, and whether the camera is stopped on
+/// purpose (between slots), when no frame is no sign of a hang.
+final class WatchdogFeed: Sendable {
+    private let value: Mutex<(CaptureSession, Bool)>
+    init(_ session: CaptureSession) { value = Mutex((session, false)) }
+    var state: (session: CaptureSession, idle: Bool) { value.withLock { ($0.0, $0.1) } }
+    /// A new session (the camera opened again): no longer idle.
+    func update(_ session: CaptureSession) { value.withLock { $0 = (session, false) } }
+    func idle(_ on: Bool) { value.withLock { $0.1 = on } }
 }
 
 /// A request made from a signal watcher and taken once by the loop that serves it.
