@@ -105,4 +105,44 @@ struct TriggerTests {
         #expect(seen == [0, 1, 2])
         #expect(throws: ShutterbugError.self) { try cam.pulse(at: t0 + .seconds(1), width: .seconds(20)) }
     }
+
+    @Test("external trigger, the capture asked for only after the pulse's frame came back: the session kept the frame, and it is the photo (lag 0); a frame from before the instant is not")
+    func externalTriggerLateCapture() async throws {
+        var o = SimulationOptions()
+        // Real time: in virtual time a frame happens only while something waits on it.
+        o.clock = .realTime
+        o.externalTrigger = true
+        let profile = SensorProfile.imx296
+        let cam = SimulatedCamera(profile: profile, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        let width = Duration.microseconds(2000)
+        let offset = try #require(profile.externalTrigger).exposureOffset
+        try await session.start(stream: StreamRequest(role: .viewfinder, width: 640, height: 480), preparedBracketCount: 1,
+                                controls: CameraControls(aeEnabled: false, exposureTime: width + offset, analogueGain: Gain(1), awbEnabled: false,
+                                                         colourGains: profile.colour.gains(kelvin: 5000)))
+        let frames = await session.frames(buffering: 16)
+        var iterator = frames.makeAsyncIterator()
+        let t0 = MonotonicClock.now() + .milliseconds(300)
+        for (i, p) in [t0, t0 + .milliseconds(200)].enumerated() {
+            #expect(try cam.pulse(at: p, width: width))
+            // The frame is back before anyone asks for it.
+            let m = try #require(await iterator.next())
+            #expect(m.sequence == UInt32(i))
+            let r = try await record(await session.capture(PhotoSettings(exposedAfter: p)))
+            #expect(r.photos.first?.metadata.sequence == UInt32(i))
+            #expect(r.photos.first?.metadata.exposureStart == p)
+        }
+        // The same through captureFrame.
+        let p = t0 + .milliseconds(400)
+        #expect(try cam.pulse(at: p, width: width))
+        _ = try #require(await iterator.next())
+        let photo = try await session.captureFrame(exposedAfter: p, timeout: .seconds(1))
+        #expect(photo.metadata.exposureStart == p)
+        photo.release()
+        // An instant after the kept frame's exposure began: not that frame (it waits for the next).
+        let later = p + .milliseconds(50)
+        await #expect(throws: ShutterbugError.self) { _ = try await session.captureFrame(exposedAfter: later, timeout: .milliseconds(300)) }
+        await session.stop()
+    }
 }

@@ -62,18 +62,18 @@ struct BenchTimelapse: AsyncParsableCommand {
         var marks: [(slot: Int, cpu: Duration, rss: Int)] = []
         /// Brackets whose photos are on consecutive frames.
         var consecutive = 0
-        /// Slot to slot, the 0 EV frame: |change| of exposure × gain, and of its metered
-        /// brightness, in EV (the largest).
+        /// Slot to slot, the 0 EV frame: |change| of exposure × gain, and of the photo's
+        /// brightness (its mean luma in linear light), in EV (the largest).
         var maxExposureStepEV = 0.0, maxBrightnessStepEV = 0.0
-        /// Mean metered brightness of the 0 EV frame, by tenth of the run (the night shows).
+        /// Mean brightness of the 0 EV photo (linear), by tenth of the run (the night shows).
         var brightnessByTenth: [Double] = []
     }
 
-    func job(_ exe: String, slots: Int, locked: Bool) throws -> Run {
+    func job(_ exe: String, slots: Int, locked: Bool, day: Int? = nil) throws -> Run {
         let dir = NSTemporaryDirectory() + "sb-bench-timelapse-\(getpid())-\(locked)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // A day over the run at 10 s per slot: 100,000 lux to 0.01 and back.
-        let period = slots * 10
+        let period = (day ?? slots) * 10
         let p = Process()
         p.executableURL = URL(fileURLWithPath: exe)
         p.arguments = ["timelapse", "--camera", camera, "--virtual-time", "--size", "640x480", "--interval", "10s", "--ev", "-1,0,1",
@@ -104,7 +104,10 @@ struct BenchTimelapse: AsyncParsableCommand {
                 if let e = o["errorUs"] as? Double { r.errors.append(.nanoseconds(Int64(e * 1000))) }
                 if let f = o["frames"] as? [Double], let lo = f.min(), let hi = f.max(), hi - lo == Double(f.count - 1) { r.consecutive += 1 }
                 if let e = o["exposuresUs"] as? [Double], let g = o["gains"] as? [Double], e.count == 3, g.count == 3,
-                   let ramp = o["ramp"] as? [String: Any], let metered = ramp["metered"] as? Double, metered > 0 {
+                   let luma = o["meanLuma"] as? Double, luma > 0 {
+                    // The picture's brightness in linear light (the ISP's sRGB curve undone).
+                    let v = luma / 255
+                    let metered = v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4)
                     let total = e[1] * g[1]
                     if let previous {
                         r.maxExposureStepEV = max(r.maxExposureStepEV, abs(log2(total / previous.total)))
@@ -134,8 +137,11 @@ struct BenchTimelapse: AsyncParsableCommand {
         }
         let locked = try job(exe, slots: slots, locked: true)
         let compared = min(slots, compareSlots)
-        let unlocked = try job(exe, slots: compared, locked: false)
+        // The same day (the same scene schedule), its first --compare-slots slots.
+        let unlocked = try job(exe, slots: compared, locked: false, day: slots)
         let d = LagDistribution(locked.errors)!, u = LagDistribution(unlocked.errors)!
+        // The locked run over the same slots as the unlocked one.
+        let d0 = LagDistribution(Array(locked.errors.prefix(compared)))!
         let marks = locked.marks
         let perSlotFirst = marks[0].cpu / marks[0].slot
         let perSlotRest = (marks[1].cpu - marks[0].cpu) / (marks[1].slot - marks[0].slot)
@@ -150,6 +156,8 @@ struct BenchTimelapse: AsyncParsableCommand {
             o.add("errorP99Us", d.p99.microsecondsValue)
             o.add("errorMaxUs", d.max.microsecondsValue)
             o.add("unlockedSlots", compared)
+            o.add("lockedSameSlotsErrorP50Us", d0.p50.microsecondsValue)
+            o.add("lockedSameSlotsErrorP99Us", d0.p99.microsecondsValue)
             o.add("unlockedErrorP50Us", u.p50.microsecondsValue)
             o.add("unlockedErrorP99Us", u.p99.microsecondsValue)
             o.add("unlockedErrorMaxUs", u.max.microsecondsValue)
@@ -169,9 +177,10 @@ struct BenchTimelapse: AsyncParsableCommand {
         print("bench timelapse: \(slots) slots of a 3-shot bracket (-1,0,1 EV) from \(camera) in virtual time, 10 s apart, longest exposure 5/16 s, keeping 1 GB, a day from 100,000 lux to 0.01 and back; \(String(format2: locked.seconds)) s")
         print("  slots taken: \(locked.taken), not taken: \(locked.other)")
         print("  slot to exposure start, phase-locked:   p50 \(d.p50.preciseDescription), p99 \(d.p99.preciseDescription), max \(d.max.preciseDescription)")
-        print("  slot to exposure start, unlocked (\(compared) slots): p50 \(u.p50.preciseDescription), p99 \(u.p99.preciseDescription), max \(u.max.preciseDescription)  (p50 ratio unlocked/locked \(String(format2: u.p50.secondsValue / max(d.p50.secondsValue, 1e-9))))")
+        print("  the first \(compared) slots, locked:    p50 \(d0.p50.preciseDescription), p99 \(d0.p99.preciseDescription), max \(d0.max.preciseDescription)")
+        print("  the same slots, unlocked:       p50 \(u.p50.preciseDescription), p99 \(u.p99.preciseDescription), max \(u.max.preciseDescription)  (p50 unlocked/locked \(String(format2: u.p50.secondsValue / max(d0.p50.secondsValue, 1e-9))), p99 \(String(format2: u.p99.secondsValue / max(d0.p99.secondsValue, 1e-9))))")
         print("  brackets on consecutive frames: locked \(pct(locked.consecutive, locked.taken)), unlocked \(pct(unlocked.consecutive, unlocked.taken)) (locked, a late landing puts a repeat of the first step before the second)")
-        print("  0 EV frame, slot to slot: exposure × gain changed at most \(String(format2: locked.maxExposureStepEV)) EV, metered brightness at most \(String(format2: locked.maxBrightnessStepEV)) EV (ramp bound 0.33 EV)")
+        print("  0 EV frame, slot to slot: exposure × gain changed at most \(String(format2: locked.maxExposureStepEV)) EV, the photo's brightness at most \(String(format2: locked.maxBrightnessStepEV)) EV (ramp bound 0.33 EV)")
         print("  0 EV brightness by tenth of the run (the night in the middle): " + locked.brightnessByTenth.map { String(format2: $0 * 100) + "%" }.joined(separator: " "))
         print("  CPU per slot: first \(marks[0].slot) slots \(String(format2: perSlotFirst.microsecondsValue / 1000)) ms, slots \(marks[0].slot + 1)-\(marks[1].slot) \(String(format2: perSlotRest.microsecondsValue / 1000)) ms")
         print("  resident memory: \(marks[0].rss / 1024) MiB at slot \(marks[0].slot), \(marks[1].rss / 1024) MiB at slot \(marks[1].slot) (ratio \(String(format2: rssRatio)))")

@@ -423,7 +423,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 var files: [TimelapseJournal.FileRecord] = []
                 var means: [Int: Double] = [:]
                 var columns: [Int: [UInt8]] = [:]
-                var thumbs: [Int: (rgb: [UInt8], width: Int, height: Int)] = [:]
+                var thumbs: [Int: Thumbnailer] = [:]
                 var cameraTrouble = false
                 var failure: String?
                 var lockNote: String?
@@ -463,15 +463,17 @@ struct TimelapseCommand: AsyncParsableCommand {
                 if let start { errors.append(start - instant) }
                 let adjusted = abs(shift) > 0.01 ? "bracket shifted \(String(format2: shift)) EV to fit the exposure limits" : nil
                 let zeroFrame = frames.first { $0.step == zero }?.metadata
-                let thumbnail = thumbs[zero].map {
-                    TimelapseJournal.Thumbnail(rgb: $0.rgb, width: $0.width, height: $0.height, exposure: zeroFrame?.exposureTime, gain: zeroFrame?.totalGain?.value)
+                // Only the slots the run's contact sheet keeps get a thumbnail made.
+                let thumbnail = k % TimelapseJournal.thumbStride(latest: k) != 0 ? nil : thumbs[zero].map {
+                    let t = $0.make()
+                    return TimelapseJournal.Thumbnail(rgb: t.rgb, width: t.width, height: t.height, exposure: zeroFrame?.exposureTime, gain: zeroFrame?.totalGain?.value)
                 }
                 try record(Pending(slot: .init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
                                                captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)), number: nil),
                                    frames: frames, files: files, decision: decision, rampAfter: ramp.settings, keogram: columns[zero], thumbnail: thumbnail))
                 counts[state, default: 0] += 1
                 clearStatus()
-                report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count, lock: lockNote)
+                report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count, lock: lockNote, luma: means[zero])
                 notifier?.status("slot \(k)\(schedule.total.map { "/\($0)" } ?? "") \(state.rawValue) at \(wall); \(steps[zero].exposure.exposureDescription) gain \(String(format2: steps[zero].gain)); \(counts[.taken] ?? 0) taken this run")
                 lastSettings = steps[zero]
                 lastPhase = decision?.phase ?? lastPhase
@@ -624,7 +626,7 @@ struct TimelapseCommand: AsyncParsableCommand {
     }
 
     private func report(slot k: Int, wall: WallClockTime, state: TimelapseJournal.SlotState, reason: String?, instant: SensorTime? = nil, start: SensorTime? = nil,
-                        frames: [TimelapseJournal.FrameRecord] = [], decision: ExposureRamp.Decision? = nil, files: Int = 0, lock: String? = nil) {
+                        frames: [TimelapseJournal.FrameRecord] = [], decision: ExposureRamp.Decision? = nil, files: Int = 0, lock: String? = nil, luma: Double? = nil) {
         if json {
             var o = JSONObject()
             o.add("slot", k)
@@ -635,6 +637,8 @@ struct TimelapseCommand: AsyncParsableCommand {
             o.add("exposureStartNs", start?.nanoseconds)
             if let instant, let start { o.add("errorUs", (start - instant).microsecondsValue) }
             o.add("phaseLock", lock)
+            // The 0 EV photo's mean luma (0...255): how bright the picture came out.
+            o.add("meanLuma", luma)
             o.add("frames", numbers: frames.map { Double($0.metadata.sequence) })
             o.add("exposuresUs", numbers: frames.compactMap { $0.metadata.exposureTime?.microsecondsValue })
             o.add("gains", numbers: frames.compactMap { $0.metadata.analogueGain?.value })

@@ -91,6 +91,14 @@ extension CaptureSession {
             capture.phase = .single(after: lastSequenceSeen)
             capture.resolved.steps = [ResolvedStep(index: 0, requested: "the settings in force", planned: StepTarget())]
             capture.continuation.yield(.settingsResolved(capture.resolved))
+            // A triggered sensor's frame for this instant may have come back before the
+            // capture was asked for: it was kept, and is the photo.
+            if let instant = capture.settings.exposedAfter, let r = retained, let start = r.metadata.exposureStart, start >= instant {
+                retained = nil
+                capture.phase = .single(after: nil)
+                // Its slot's hold passes from the session to the photo.
+                if !judge(r, for: capture) { returnSlot(r.slot) }
+            }
         case .exposureBias?:
             capture.phase = .metering
         case .manualExposure?:

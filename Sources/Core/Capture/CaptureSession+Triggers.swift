@@ -15,6 +15,13 @@ extension CaptureSession {
         // The deadline counts from the instant or from now, whichever is later: a trigger
         // timestamped in the past still gets its whole timeout.
         let start = max(instant, now())
+        // A triggered sensor's frame for this instant may have come back already: it was kept.
+        if let r = retained, let s = r.metadata.exposureStart, s >= instant {
+            retained = nil
+            let slot = r.slot
+            return CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(instant)", planned: StepTarget(), actual: r.metadata),
+                                 metadata: r.metadata, buffers: r.buffers) { [weak self] in Task { await self?.returnSlot(slot) } }
+        }
         triggers.add(id: id, exposedAfter: instant, deadline: start + timeout)
         topUp()
         startTicking()

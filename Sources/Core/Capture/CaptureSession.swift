@@ -65,6 +65,10 @@ public actor CaptureSession {
     var scheduledControls: [UInt64: CameraControls] = [:]
     var carriedScheduled: [UInt64: UInt64] = [:]
     var unsupported = ControlSet()
+    /// A sensor that makes frames only when triggered: its newest frame, kept (its slot held)
+    /// until the next, so a capture for a pulse registered after the pulse's frame came back
+    /// (the frame completes width + readout after the edge) still gets that frame.
+    var retained: CompletedRequest?
 
     var lastSequenceSeen: UInt32? { lastSequence }
     var recentMetadata: [FrameMetadata] {
@@ -251,6 +255,10 @@ public actor CaptureSession {
     public func stop() {
         guard running else { return }
         running = false
+        if let r = retained {
+            retained = nil
+            returnSlot(r.slot)
+        }
         try? backend.stop()
         pump?.cancel()
         ticker?.cancel()
@@ -332,7 +340,18 @@ public actor CaptureSession {
             holders += 1
         }
         if c.status == .complete { holders += offerToSinks(c) }
+        // A triggered sensor's newest frame waits for a capture registered late; the one it
+        // replaces goes back.
+        var retainedNow = false
+        if backend.framesOnTriggerOnly, c.status == .complete, holders == 0 {
+            holders = 1
+            retainedNow = true
+        }
         ledger.completed(c.slot, holders: holders)
+        if backend.framesOnTriggerOnly, c.status == .complete {
+            if let old = retained { returnSlot(old.slot) }
+            retained = retainedNow ? c : nil
+        }
         if holders > 0 { resumeHeldWaiters() }
         // Start-up frames (AE/AWB still converging) do not count towards the warm-up.
         if warmUpLeft > 0, c.status != .startup { warmUpLeft -= 1 }

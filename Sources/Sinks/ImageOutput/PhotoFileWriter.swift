@@ -35,7 +35,7 @@ public enum OutputEvent: Sendable {
     case photoCaptured(ResolvedStep, FrameMetadata)
     /// With `metersLuma`: the step's processed frame's mean luma (0...255, every 4th pixel of
     /// every 4th row), for software exposure control, and its middle column for a keogram.
-    case photoMetered(ResolvedStep, meanLuma: Double, keogramColumn: [UInt8], thumbnail: (rgb: [UInt8], width: Int, height: Int))
+    case photoMetered(ResolvedStep, meanLuma: Double, keogramColumn: [UInt8], thumbnail: Thumbnailer)
     case captureFinished(ResolvedPhotoSettings)
     /// A file is on disk under its final name, synced.
     case fileWritten(WrittenFile)
@@ -192,7 +192,7 @@ public final class PhotoFileWriter: Sendable {
                 out.yield(.photoCaptured(step, metadata))
                 if metersLuma, let yuv, let luma = yuv.planes.first {
                     out.yield(.photoMetered(step, meanLuma: Self.meanLuma(yuv.bytes, plane: luma, width: yuv.width, height: yuv.height),
-                                            keogramColumn: Keogram.column(yuv), thumbnail: ContactSheet.thumbnail(yuv: yuv, width: RunSheet.thumbWidth)))
+                                            keogramColumn: Keogram.column(yuv), thumbnail: Thumbnailer(frame: yuv)))
                 }
                 let base = name!(stepNumber)
                 unused -= memory
@@ -327,5 +327,15 @@ final class CaptureRecord: Sendable {
     }
     func summary(captureID: Int64) -> OutputSummary {
         state.withLock { OutputSummary(captureID: captureID, files: $0.files, failures: $0.failures) }
+    }
+}
+
+/// A photo's processed frame, kept for a thumbnail made only if asked for (a timelapse keeps
+/// one of a slot's photos, and of few slots).
+public struct Thumbnailer: Sendable {
+    let frame: FrameCopy
+    /// The picture `width` pixels wide (box-averaged), 8-bit sRGB.
+    public func make(width: Int = RunSheet.thumbWidth) -> (rgb: [UInt8], width: Int, height: Int) {
+        ContactSheet.thumbnail(yuv: frame, width: width)
     }
 }
