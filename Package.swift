@@ -22,6 +22,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
     ],
     targets: [
         // C: the only C and C++, one prefix per shim.
@@ -74,6 +75,8 @@ let package = Package(
         .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"], path: "Sources/Triggers/LinuxGPIO"),
         // Service: what a long-running camera service needs besides the camera.
         .target(name: "Systemd", path: "Sources/Service/Systemd"),
+        .target(name: "Server", dependencies: ["Capture", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird")],
+                path: "Sources/Service/Server"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 
         // Commands: argument parsing and printing.
@@ -81,8 +84,9 @@ let package = Package(
             name: "shutterbug",
             dependencies: [
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
-                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Systemd",
+                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Systemd", "Server",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Sources/Commands/shutterbug"
         ),

@@ -9,5 +9,5 @@ struct Shutterbug: AsyncParsableCommand {
             Without a camera attached, commands run on the simulated Raspberry Pi camera \
             (sim:imx477), which models the real pipeline: control delays, drops, metadata.
             """,
-        subcommands: [Cameras.self, Stream.self, Bracket.self, Focus.self, Preview.self, TriggerCommand.self, TimelapseCommand.self])
+        subcommands: [Cameras.self, Stream.self, Bracket.self, Focus.self, Preview.self, TriggerCommand.self, TimelapseCommand.self, ServeCommand.self])
 }

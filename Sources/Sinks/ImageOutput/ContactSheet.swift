@@ -116,7 +116,7 @@ public enum ContactSheet {
     }
 
     /// An 8-bit sRGB picture of even width and height as a JPEG (sYCC, 4:2:0).
-    static func jpeg(rgb: [UInt8], width w: Int, height h: Int, quality: Int) throws -> [UInt8] {
+    public static func jpeg(rgb: [UInt8], width w: Int, height h: Int, quality: Int) throws -> [UInt8] {
         var yuv = [UInt8](repeating: 128, count: w * h + 2 * (w / 2) * (h / 2))
         let cOffset = w * h, vOffset = cOffset + (w / 2) * (h / 2)
         for y in 0..<h {

@@ -1,0 +1,182 @@
+import Capture
+import ImageOutput
+import ShutterbugCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The camera as a service: one session, one writer, the captures asked for over the API, one
+/// at a time, and what the status and metrics report. Everything the HTTP layer needs, and
+/// nothing of HTTP.
+public actor CameraService {
+    public let session: CaptureSession
+    public let camera: any CameraBackend
+    public let writer: PhotoFileWriter
+    public let directory: OutputDirectory
+    public let started: SensorTime
+
+    /// A capture asked for over the API, as the API reports it.
+    public struct CaptureRecord: Sendable, Codable {
+        public var id: String
+        public var kind: String
+        public var steps: Int
+        public var exposureStartNs: Int64?
+        /// Paths relative to the output directory (what `/api/files/` serves).
+        public var files: [String]
+        public var adjustments: [String]
+        public var failures: [String]
+    }
+
+    /// What a capture request asks for.
+    public struct CaptureRequest: Sendable, Codable {
+        /// EV biases around the metered exposure (an AE bracket), -8...8, 1 to 9 of them.
+        public var ev: [Double]?
+        /// Manual exposures in microseconds (10...60,000,000), 1 to 9 of them, at `gain`.
+        public var exposuresUs: [Double]?
+        /// Analogue gain for `exposuresUs` (1...64).
+        public var gain: Double?
+        /// "jpeg", "dng" (default ["jpeg"]).
+        public var formats: [String]?
+    }
+
+    private(set) var recent: [CaptureRecord] = []
+    private(set) var capturesTaken = 0
+    private(set) var captureFailures = 0
+    private(set) var bytesWritten: Int64 = 0
+    private(set) var framesCaptured = 0
+
+    public init(session: CaptureSession, camera: any CameraBackend, writer: PhotoFileWriter, directory: OutputDirectory) {
+        self.session = session
+        self.camera = camera
+        self.writer = writer
+        self.directory = directory
+        started = camera.now
+    }
+
+    /// Checks a request, naming the field and the accepted range (`invalidArgument`).
+    public static func settings(for r: CaptureRequest) throws -> PhotoSettings {
+        var formats = Set<PhotoFormat>()
+        for f in r.formats ?? ["jpeg"] {
+            switch f.lowercased() {
+            case "jpeg", "jpg": formats.insert(.jpeg)
+            case "dng", "raw": formats.insert(.dng)
+            default: throw ShutterbugError(.invalidArgument, "formats: each is \"jpeg\" or \"dng\", not \"\(f)\"")
+            }
+        }
+        guard !formats.isEmpty else { throw ShutterbugError(.invalidArgument, "formats: give \"jpeg\", \"dng\" or both") }
+        if r.ev != nil && r.exposuresUs != nil { throw ShutterbugError(.invalidArgument, "give ev or exposuresUs, not both") }
+        if let ev = r.ev {
+            guard (1...9).contains(ev.count) else { throw ShutterbugError(.invalidArgument, "ev: 1 to 9 biases, not \(ev.count)") }
+            for v in ev where !(v.isFinite && (-8...8).contains(v)) { throw ShutterbugError(.invalidArgument, "ev: each bias is -8...8 stops, not \(v)") }
+            return PhotoSettings(bracket: .exposureBias(ev), formats: formats)
+        }
+        if let us = r.exposuresUs {
+            guard (1...9).contains(us.count) else { throw ShutterbugError(.invalidArgument, "exposuresUs: 1 to 9 exposures, not \(us.count)") }
+            for v in us where !(v.isFinite && (10...60_000_000).contains(v)) { throw ShutterbugError(.invalidArgument, "exposuresUs: each is 10...60000000 µs, not \(v)") }
+            let g = r.gain ?? 1
+            guard g.isFinite, (1...64).contains(g) else { throw ShutterbugError(.invalidArgument, "gain: 1...64, not \(g)") }
+            return PhotoSettings(bracket: .manualExposure(us.map { (Duration.nanoseconds(Int64($0 * 1000)), Gain(g)) }), formats: formats)
+        }
+        if r.gain != nil { throw ShutterbugError(.invalidArgument, "gain goes with exposuresUs") }
+        return PhotoSettings(formats: formats)
+    }
+
+    /// Captures now and writes the files; returns what was written.
+    public func capture(_ request: CaptureRequest) async throws -> CaptureRecord {
+        let settings = try Self.settings(for: request)
+        try await session.validate(settings)
+        try writer.check(settings.formats)
+        var record = CaptureRecord(id: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)),
+                                   kind: settings.bracket.map { "bracket of \($0.count)" } ?? "photo", steps: settings.bracket?.count ?? 1,
+                                   exposureStartNs: nil, files: [], adjustments: [], failures: [])
+        let prefix = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
+        do {
+            for try await e in writer.capture(settings, on: session) {
+                switch e {
+                case .settingsResolved(let r): record.adjustments += r.adjustments
+                case .exposureStarted(let t): record.exposureStartNs = t.nanoseconds
+                case .photoCaptured: framesCaptured += 1
+                case .fileWritten(let f):
+                    record.files.append(f.path.hasPrefix(prefix) ? String(f.path.dropFirst(prefix.count)) : f.path)
+                    bytesWritten += f.bytes
+                case .writeFailed(_, let format, let error): record.failures.append("\(format): \(error.message)")
+                default: break
+                }
+            }
+        } catch {
+            captureFailures += 1
+            throw error
+        }
+        capturesTaken += 1
+        recent.append(record)
+        if recent.count > 50 { recent.removeFirst(recent.count - 50) }
+        return record
+    }
+
+    public func captures() -> [CaptureRecord] { recent.reversed() }
+
+    /// The status the API and the web page show.
+    public struct Status: Sendable, Codable {
+        public var camera: String
+        public var model: String
+        public var streaming: Bool
+        public var uptimeSeconds: Double
+        public var newestFrame: UInt32?
+        public var exposureUs: Double?
+        public var analogueGain: Double?
+        public var lux: Double?
+        public var sensorTemperatureC: Double?
+        public var capturesTaken: Int
+        public var captureFailures: Int
+        public var lastCapture: CaptureRecord?
+        public var output: String
+        public var diskFreeBytes: Int64?
+        public var bytesWritten: Int64
+    }
+
+    public func status() async -> Status {
+        let m = await session.latestFrame
+        let failed = await session.failureReason
+        return Status(camera: camera.info.id, model: camera.info.model, streaming: failed == nil, uptimeSeconds: (camera.now - started).secondsValue,
+                      newestFrame: m?.sequence, exposureUs: m?.exposureTime?.microsecondsValue, analogueGain: m?.analogueGain?.value, lux: m?.lux,
+                      sensorTemperatureC: m?.sensorTemperature, capturesTaken: capturesTaken, captureFailures: captureFailures,
+                      lastCapture: recent.last, output: directory.path, diskFreeBytes: try? directory.freeBytes(), bytesWritten: bytesWritten)
+    }
+
+    /// The newest frame as a small JPEG (at most `width` wide): the first frame exposed from now.
+    public func frameJPEG(width: Int = 640) async throws -> [UInt8] {
+        let photo = try await session.captureFrame(exposedAfter: camera.now, timeout: .seconds(3))
+        defer { photo.release() }
+        guard let yuv = photo.buffers.first(where: { $0.pixelFormat == .yuv420 }).map({ FrameCopy($0) }) else {
+            throw ShutterbugError(.unsupported, "the camera's stream has no processed (YUV) picture to show")
+        }
+        // Even sides for 4:2:0: the width asked for is even, a row may go.
+        let t = ContactSheet.thumbnail(yuv: yuv, width: width & ~1)
+        let h = t.height & ~1
+        return try ContactSheet.jpeg(rgb: Array(t.rgb.prefix(t.width * h * 3)), width: t.width, height: h, quality: 80)
+    }
+
+    /// Prometheus text exposition of the service's counters and gauges.
+    public func metricsText() async -> String {
+        let s = await status()
+        var lines: [String] = []
+        func metric(_ name: String, _ type: String, _ help: String, _ value: Double?) {
+            guard let value else { return }
+            lines.append("# HELP shutterbug_\(name) \(help)")
+            lines.append("# TYPE shutterbug_\(name) \(type)")
+            lines.append("shutterbug_\(name) \(value)")
+        }
+        metric("frames_total", "counter", "Sensor frames seen by the session (the newest frame's sequence + 1).", s.newestFrame.map { Double($0) + 1 })
+        metric("captures_total", "counter", "Captures taken over the API.", Double(capturesTaken))
+        metric("capture_failures_total", "counter", "Captures over the API that failed.", Double(captureFailures))
+        metric("photos_total", "counter", "Photos (bracket steps) captured over the API.", Double(framesCaptured))
+        metric("bytes_written_total", "counter", "Bytes of files written.", Double(bytesWritten))
+        metric("disk_free_bytes", "gauge", "Free space on the output filesystem.", s.diskFreeBytes.map(Double.init))
+        metric("sensor_temperature_celsius", "gauge", "The sensor's temperature, as its newest frame reports it.", s.sensorTemperatureC)
+        metric("exposure_seconds", "gauge", "The newest frame's exposure time.", s.exposureUs.map { $0 / 1e6 })
+        metric("analogue_gain", "gauge", "The newest frame's analogue gain.", s.analogueGain)
+        metric("up", "gauge", "1 while the camera streams.", s.streaming ? 1 : 0)
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import Hummingbird
+import ShutterbugCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The HTTP API over a `CameraService` (Hummingbird): JSON under `/api`, Prometheus text at
+/// `/metrics`, the web page at `/`. Bad requests get a 4xx whose body names the field and
+/// the accepted range; with a token, every request must carry it (`Authorization: Bearer`).
+public enum HTTPAPI {
+    /// Where the service listens and who may talk to it.
+    public struct Access: Sendable {
+        public var host: String
+        public var port: Int
+        /// Required on every request when set; required to listen beyond loopback.
+        public var token: String?
+        public init(host: String, port: Int, token: String?) {
+            self.host = host
+            self.port = port
+            self.token = token
+        }
+
+        /// Loopback: 127.0.0.0/8, ::1, localhost.
+        public var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
+
+        /// Refuses what would put the camera on the network without a token.
+        public func check() throws {
+            guard (0...65_535).contains(port) else { throw ShutterbugError(.invalidArgument, "the port must be 1...65535 (0: any free one), not \(port)") }
+            if let token, token.utf8.count < 16 {
+                throw ShutterbugError(.invalidArgument, "the token must be at least 16 characters (it has \(token.utf8.count)); make one with: head -c 24 /dev/urandom | base64")
+            }
+            if !isLoopback && token == nil {
+                throw ShutterbugError(.invalidArgument, "listening on \(host) (beyond this machine) needs a bearer token: give --token-file FILE (or SHUTTERBUG_TOKEN); without one the service listens on 127.0.0.1 only")
+            }
+        }
+    }
+
+    /// Request bodies larger than this are refused (413).
+    public static let maxBody = 16 * 1024
+
+    /// Compares two strings in time that depends only on their lengths.
+    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8), y = Array(b.utf8)
+        var diff = UInt8(x.count == y.count ? 0 : 1)
+        for i in 0..<max(x.count, y.count) { diff |= (i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0) }
+        return diff == 0
+    }
+
+    struct TokenMiddleware<Context: RequestContext>: RouterMiddleware {
+        let token: String?
+        func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+            if let token {
+                let given = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+                guard let given, HTTPAPI.constantTimeEqual(given, token) else {
+                    var headers = HTTPFields()
+                    headers[.wwwAuthenticate] = "Bearer"
+                    headers[.contentType] = "application/json"
+                    return Response(status: .unauthorized, headers: headers, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"a bearer token is required: Authorization: Bearer TOKEN"}"# + "\n")))
+                }
+            }
+            return try await next(request, context)
+        }
+    }
+
+    static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var data = try encoder.encode(value)
+        data.append(10)
+        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func error(_ status: HTTPResponse.Status, _ message: String) -> Response {
+        (try? json(["error": message], status: status)) ?? Response(status: status)
+    }
+
+    /// A file under the output directory, or why not: no absolute path, no `..`, no hidden
+    /// component, nothing that resolves (through a symlink) outside the directory, regular
+    /// files only.
+    static func resolve(_ components: [Substring], under root: String) -> Result<String, HTTPAPI.Refusal> {
+        guard !components.isEmpty else { return .failure(.init(.notFound, "no file named")) }
+        for c in components {
+            if c.isEmpty || c == "." || c == ".." || c.hasPrefix(".") || c.contains("\0") {
+                return .failure(.init(.badRequest, "path: a file under the output directory, without '..' or hidden components"))
+            }
+        }
+        guard let realRoot = realpath(root, nil).map({ p in defer { free(p) }; return String(cString: p) }) else {
+            return .failure(.init(.notFound, "the output directory is not there"))
+        }
+        let joined = realRoot + "/" + components.joined(separator: "/")
+        guard let real = realpath(joined, nil).map({ p in defer { free(p) }; return String(cString: p) }) else {
+            return .failure(.init(.notFound, "no such file: \(components.joined(separator: "/"))"))
+        }
+        guard real == joined, real.hasPrefix(realRoot + "/") else {
+            return .failure(.init(.forbidden, "path: it leads outside the output directory (a symlink)"))
+        }
+        var st = stat()
+        guard lstat(real, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return .failure(.init(.notFound, "not a file: \(components.joined(separator: "/"))")) }
+        return .success(real)
+    }
+
+    struct Refusal: Error {
+        var status: HTTPResponse.Status
+        var message: String
+        init(_ status: HTTPResponse.Status, _ message: String) {
+            self.status = status
+            self.message = message
+        }
+    }
+
+    static func contentType(_ path: String) -> String {
+        if path.hasSuffix(".jpg") { return "image/jpeg" }
+        if path.hasSuffix(".png") { return "image/png" }
+        if path.hasSuffix(".dng") { return "image/x-adobe-dng" }
+        if path.hasSuffix(".json") { return "application/json" }
+        return "application/octet-stream"
+    }
+
+    /// The router: every endpoint of `openapi.yaml`.
+    public static func router(_ service: CameraService, access: Access) -> Router<BasicRequestContext> {
+        let router = Router()
+        router.middlewares.add(TokenMiddleware<BasicRequestContext>(token: access.token))
+        router.get("/") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: WebPage.html)))
+        }
+        router.get("/api/status") { _, _ in try json(await service.status()) }
+        router.get("/api/cameras") { _, _ in
+            try json([["id": service.camera.info.id, "model": service.camera.info.model]])
+        }
+        router.get("/api/captures") { _, _ in try json(await service.captures()) }
+        router.post("/api/capture") { request, _ -> Response in
+            var request = request
+            let body: ByteBuffer
+            do {
+                body = try await request.collectBody(upTo: maxBody)
+            } catch {
+                return HTTPAPI.error(.contentTooLarge, "the body is at most \(maxBody) bytes")
+            }
+            let ask: CameraService.CaptureRequest
+            if body.readableBytes == 0 {
+                ask = .init()
+            } else {
+                do {
+                    ask = try JSONDecoder().decode(CameraService.CaptureRequest.self, from: Data(buffer: body))
+                } catch let DecodingError.typeMismatch(_, c), let DecodingError.valueNotFound(_, c) {
+                    return HTTPAPI.error(.badRequest, "\(c.codingPath.map(\.stringValue).joined(separator: ".")): \(c.debugDescription)")
+                } catch {
+                    return HTTPAPI.error(.badRequest, "the body must be a JSON object: {\"ev\": [-1,0,1]}, {\"exposuresUs\": [1000, 4000], \"gain\": 1}, or {} for a photo; \"formats\": [\"jpeg\", \"dng\"]")
+                }
+            }
+            do {
+                return try json(try await service.capture(ask), status: .created)
+            } catch let e as ShutterbugError where e.code == .invalidArgument || e.code == .unsupported {
+                return HTTPAPI.error(.badRequest, e.message)
+            } catch let e as ShutterbugError {
+                return HTTPAPI.error(.serviceUnavailable, e.message)
+            }
+        }
+        router.get("/api/frame.jpg") { _, _ -> Response in
+            do {
+                let jpeg = try await service.frameJPEG()
+                return Response(status: .ok, headers: [.contentType: "image/jpeg", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(bytes: jpeg)))
+            } catch let e as ShutterbugError {
+                return HTTPAPI.error(.serviceUnavailable, e.message)
+            }
+        }
+        router.get("/api/files/**") { _, context -> Response in
+            switch resolve(context.parameters.getCatchAll(), under: service.directory.path) {
+            case .failure(let r): return HTTPAPI.error(r.status, r.message)
+            case .success(let path):
+                guard let data = FileManager.default.contents(atPath: path) else { return HTTPAPI.error(.notFound, "cannot read it") }
+                return Response(status: .ok, headers: [.contentType: contentType(path)], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+            }
+        }
+        router.get("/metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: await service.metricsText())))
+        }
+        return router
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import TestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `shutterbug serve` on the simulated camera, exercised over loopback with a real HTTP client.
+@Suite("serve: the camera as an HTTP service", .serialized, .timeLimit(.minutes(3)))
+struct ServeCLITests {
+    /// A running `serve` child and its base URL.
+    final class Server: @unchecked Sendable {
+        let process = Process()
+        let err = Pipe()
+        var base = ""
+        let dir: String
+
+        init(_ extra: [String] = [], environment: [String: String] = [:]) throws {
+            dir = NSTemporaryDirectory() + "sb-serve-\(UUID().uuidString)"
+            process.executableURL = URL(fileURLWithPath: OutputCLITests.exe)
+            process.arguments = ["serve", "--camera", "sim:imx477", "--size", "640x480", "--listen", "127.0.0.1:0", "--output", dir] + extra
+            var env = ProcessInfo.processInfo.environment
+            env["SHUTTERBUG_TOKEN"] = nil
+            for (k, v) in environment { env[k] = v }
+            process.environment = env
+            process.standardError = err
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            // The URL is on standard error once it listens.
+            var text = ""
+            while !text.contains("serving ") || !text.hasSuffix("\n") {
+                let chunk = err.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            guard let r = text.range(of: #"http://127\.0\.0\.1:\d+/"#, options: .regularExpression) else {
+                process.terminate()
+                throw POSIXError(.EIO)
+            }
+            base = String(text[r])
+        }
+
+        func stop() -> Int32 {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: dir)
+            return process.terminationStatus
+        }
+    }
+
+    struct Reply {
+        var status: Int
+        var body: Data
+        var type: String?
+        var json: [String: Any]? { try? JSONSerialization.jsonObject(with: body) as? [String: Any] }
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    func call(_ url: String, method: String = "GET", body: String? = nil, token: String? = nil) async throws -> Reply {
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = method
+        request.timeoutInterval = 30
+        if let body {
+            request.httpBody = Data(body.utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as! HTTPURLResponse
+        return Reply(status: http.statusCode, body: data, type: http.value(forHTTPHeaderField: "Content-Type"))
+    }
+
+    @Test("every endpoint: status, cameras, capture (photo, EV and manual brackets) with its files listed and downloadable, the newest frame as JPEG, metrics, the web page; bad requests name the field; paths outside the output refused; SIGTERM exits 0")
+    func endpoints() async throws {
+        let s = try Server()
+        let status = try await call(s.base + "api/status")
+        #expect(status.status == 200 && status.type == "application/json")
+        #expect(status.json?["camera"] as? String == "sim:imx477" && status.json?["streaming"] as? Bool == true, "\(status.text)")
+        #expect(try await call(s.base + "api/cameras").text.contains("sim:imx477"))
+
+        let bracket = try await call(s.base + "api/capture", method: "POST", body: #"{"ev": [-1, 0, 1], "formats": ["jpeg", "dng"]}"#)
+        #expect(bracket.status == 201, "\(bracket.text)")
+        let files = try #require(bracket.json?["files"] as? [String])
+        #expect(files.filter { $0.hasSuffix(".jpg") }.count == 3 && files.filter { $0.hasSuffix(".dng") }.count == 3, "\(files)")
+        let jpeg = try await call(s.base + "api/files/" + files.first { $0.hasSuffix(".jpg") }!)
+        #expect(jpeg.status == 200 && jpeg.type == "image/jpeg" && jpeg.body.prefix(2) == Data([0xFF, 0xD8]))
+        let photo = try await call(s.base + "api/capture", method: "POST", body: "{}")
+        #expect(photo.status == 201 && photo.json?["steps"] as? Int == 1, "\(photo.text)")
+        let manual = try await call(s.base + "api/capture", method: "POST", body: #"{"exposuresUs": [1000, 4000], "gain": 2}"#)
+        #expect(manual.status == 201, "\(manual.text)")
+        let list = try await call(s.base + "api/captures")
+        #expect((try JSONSerialization.jsonObject(with: list.body) as? [[String: Any]])?.count == 3)
+
+        // Bad requests: 4xx, the field and the range named.
+        for (body, says) in [(#"{"ev": [0, 99]}"#, "ev: each bias is -8...8"), (#"{"exposuresUs": [1]}"#, "exposuresUs: each is 10...60000000"),
+                             (#"{"exposuresUs": [1000], "gain": 0}"#, "gain: 1...64"), (#"{"formats": ["tiff"]}"#, "formats"),
+                             (#"{"ev": "x"}"#, "ev"), ("not json", "JSON object"), (#"{"ev": [0], "exposuresUs": [1000]}"#, "not both")] {
+            let r = try await call(s.base + "api/capture", method: "POST", body: body)
+            #expect(r.status == 400 && r.text.contains(says), "\(body): \(r.status) \(r.text)")
+        }
+        let big = try await call(s.base + "api/capture", method: "POST", body: "{\"ev\": [" + String(repeating: "0,", count: 20_000) + "0]}")
+        #expect(big.status == 413)
+
+        // Files: never outside the output directory.
+        let outside = NSTemporaryDirectory() + "sb-secret-\(UUID().uuidString)"
+        try "secret".write(toFile: outside, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: outside) }
+        try FileManager.default.createSymbolicLink(atPath: s.dir + "/link.txt", withDestinationPath: outside)
+        for path in ["api/files/link.txt", "api/files/..%2F..%2Fetc%2Fpasswd", "api/files/%2E%2E/%2E%2E/etc/passwd", "api/files/.shutterbug-captures", "api/files/nothing.jpg"] {
+            let r = try await call(s.base + path)
+            #expect([400, 403, 404].contains(r.status) && !r.text.contains("secret") && !r.text.contains("root:"), "\(path): \(r.status) \(r.text)")
+        }
+        #expect(try await call(s.base + "api/files/link.txt").status == 403)
+
+        let frame = try await call(s.base + "api/frame.jpg")
+        #expect(frame.status == 200 && frame.type == "image/jpeg" && frame.body.count > 1000)
+        let metrics = try await call(s.base + "metrics")
+        #expect(metrics.status == 200 && metrics.text.contains("shutterbug_captures_total 3.0") && metrics.text.contains("# TYPE shutterbug_frames_total counter"), "\(metrics.text)")
+        let page = try await call(s.base)
+        #expect(page.status == 200 && page.type?.hasPrefix("text/html") == true && page.text.contains("/api/frame.jpg"))
+        #expect(s.stop() == 0, "SIGTERM: a clean exit")
+    }
+
+    @Test("the token rule: beyond loopback without a token it refuses to start; with one, no token or a wrong one is 401 and the right one works")
+    func token() async throws {
+        let refused = try await runChild(OutputCLITests.exe, ["serve", "--camera", "sim:imx477", "--listen", "0.0.0.0:0", "--output", "/tmp/x"])
+        #expect(refused.status == 64 && refused.err.contains("needs a bearer token"), "\(refused.err)")
+        let file = NSTemporaryDirectory() + "sb-token-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try "tiny".write(toFile: file, atomically: true, encoding: .utf8)
+        let weak = try await runChild(OutputCLITests.exe, ["serve", "--listen", "127.0.0.1:0", "--output", "/tmp/x", "--token-file", file])
+        #expect(weak.status == 64 && weak.err.contains("at least 16 characters"), "\(weak.err)")
+
+        let token = "s3cret-token-for-the-test-0123456789"
+        let s = try Server([], environment: ["SHUTTERBUG_TOKEN": token])
+        #expect(try await call(s.base + "api/status").status == 401)
+        #expect(try await call(s.base + "api/status", token: token + "x").status == 401)
+        #expect(try await call(s.base + "metrics", token: "nope").status == 401)
+        let ok = try await call(s.base + "api/status", token: token)
+        #expect(ok.status == 200 && ok.json?["camera"] as? String == "sim:imx477")
+        #expect(s.stop() == 0)
+    }
+}
