@@ -260,6 +260,21 @@ extension String {
 
 @Suite("the writer under load", .timeLimit(.minutes(3)))
 struct WriterLoadTests {
+    @Test("pools made and dropped at once (a writer thrown away when the camera refuses a setting) stop their threads, even those not started yet (a stress test: the race that crashed the CLI under load is timing-dependent)")
+    func poolDroppedAtOnce() {
+        for _ in 0..<300 {
+            let pool = ProcessingPool(workers: 4)
+            _ = pool.workers
+        }
+        // One that ran a job, dropped while idle.
+        let pool = ProcessingPool(workers: 2)
+        let done = ConditionLock()
+        nonisolated(unsafe) var ran = false
+        pool.submit(bytes: 0) { _ in done.withLock { ran = true; done.broadcast() } }
+        done.withLock { while !ran { done.wait() } }
+        #expect(ran)
+    }
+
     @Test("a capture that finds the pool full waits, reports back-pressure, and still writes every file")
     func backPressure() async throws {
         let root = NSTemporaryDirectory() + "sb-load-\(UUID().uuidString)"

@@ -118,6 +118,21 @@ struct TimelapseCLITests {
         #expect(try lines(never.out).summary["cameraStoppedWhileIdle"] as? Int == 0)
     }
 
+    @Test("focus locked before the slots (its first frame reported) and the files named by --name")
+    func focusAndNames() async throws {
+        let dir = NSTemporaryDirectory() + "sb-timelapse-focus-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runChild(Self.exe, ["timelapse", "--camera", "sim:imx708", "--virtual-time", "--size", "640x480", "--interval", "2s", "--count", "2",
+                                              "--ev", "-1,1", "--lens", "1.5", "--name", "roof/{capture}_{step}", "--output", dir, "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.err.contains("focus locked at 1.50 dpt: first frame carrying it"), "\(r.err)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir + "/roof").sorted()
+        #expect(files.contains("0001_1.jpg") && files.contains("0002_2.jpg"), "\(files)")
+        let noMotor = try await runChild(Self.exe, ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--count", "2", "--lens", "1", "--output", dir + "-x"])
+        defer { try? FileManager.default.removeItem(atPath: dir + "-x") }
+        #expect(noMotor.status != 0 && noMotor.err.contains("no focus motor"), "\(noMotor.err)")
+    }
+
     @Test("bad timelapse settings are refused with the accepted range", arguments: [
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--interval", "0.01s"], "--interval must be a period from 0.1 s"),
         (["timelapse", "--output", "/tmp/x", "--interval", "10s"], "give --count N or --until TIME"),
@@ -130,6 +145,8 @@ struct TimelapseCLITests {
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--interval", "-5s"], "--interval must be a period"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--keep-days", "0"], "--keep-days"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--stop-camera-when-idle", "1s"], "--stop-camera-when-idle must be a period from 10 s"),
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--lens", "99"], "--lens must be a finite number in 0...32 dioptres"),
+        (["timelapse", "--output", "/tmp/x", "--count", "3", "--name", "{bogus}"], "unknown token {bogus}"),
     ])
     func refused(args: [String], says: String) async throws {
         let r = try await runChild(Self.exe, args)

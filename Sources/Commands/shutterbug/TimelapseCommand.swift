@@ -57,6 +57,12 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The job's name in the journal: the same name resumes it.", valueName: "name"))
     var job: String = "timelapse"
 
+    @Option(name: .long, help: ArgumentHelp("File names under --output: tokens {date} {time} {capture} {id} {step} {steps} {camera}; '/' makes folders.", valueName: "template"))
+    var name: String = FileNameTemplate.default.pattern
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lock focus at this lens position (dioptres) before the first slot, and again whenever the camera is started (a camera with a focus motor, such as sim:imx708).", valueName: "dpt"))
+    var lens: Double?
+
     @Option(name: .long, help: ArgumentHelp("The processed stream's size (the sensor mode follows), e.g. 1332x990; default the sensor's full size.", valueName: "WxH"))
     var size: String?
 
@@ -111,6 +117,8 @@ struct TimelapseCommand: AsyncParsableCommand {
         if let keepDays { try NumericInput.check(keepDays, "--keep-days", in: 0.001...36_500, unit: "days") }
         guard (0...1_048_576).contains(reserve) else { throw ValidationError("--reserve must be in 0...1048576 MiB, not \(reserve)") }
         guard !job.isEmpty, job.count <= 64 else { throw ValidationError("--job must be a name of 1 to 64 characters") }
+        do { _ = try FileNameTemplate(validating: name) } catch let e as ShutterbugError { throw ValidationError("--name: \(e.message)") }
+        if let lens { try NumericInput.check(lens, "--lens", in: 0...32, unit: "dioptres") }
     }
 
     /// --keep as bytes: 500MB, 1GB, 2TB (1 MB...1000 TB).
@@ -172,8 +180,15 @@ struct TimelapseCommand: AsyncParsableCommand {
                 let session = CaptureSession(backend: cam)
                 let config = try await session.start(streams: streams, preparedBracketCount: biases.count)
                 for a in config.adjustments { notice("adjusted: \(a)") }
-                let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config), metersLuma: true)
+                let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config),
+                                                 template: try FileNameTemplate(validating: name), metersLuma: true)
                 try writer.check(formats)
+                if let lens {
+                    // Focus locked before any slot: the first frame carrying it is reported.
+                    let r = try await session.configure { $0.lockedFocus = Dioptres(lens) }
+                    for a in r.adjustments { notice("adjusted: \(a)") }
+                    if let f = r.focus { notice("focus locked at \(String(format2: lens)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
+                }
                 // From open to streaming settled frames (start() returns after the warm-up).
                 startup = cam.now - began
                 return (cam, session, writer)

@@ -15,15 +15,9 @@ public final class ProcessingPool: @unchecked Sendable {
     public let workers: Int
     /// The most bytes of queued and running work.
     public let memoryLimit: Int
-
-    private let lock = ConditionLock()
-    private var queue: [(bytes: Int, job: @Sendable (Int) -> Void)] = []
-    private var reserved = 0
-    private var waiters: [(bytes: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    private var closed = false
-    private var busy = 0
+    private let core: Core
+    private let threadsLock = ConditionLock()
     private var threads: [OSThread] = []
-    private var peak = 0
 
     /// - Parameters:
     ///   - workers: threads; default all online cores.
@@ -32,18 +26,67 @@ public final class ProcessingPool: @unchecked Sendable {
         let n = workers ?? max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         self.workers = max(1, n)
         self.memoryLimit = max(1, memoryLimit)
+        let core = Core(memoryLimit: self.memoryLimit)
+        self.core = core
+        // The threads hold the queue, not the pool: a pool dropped at once (a writer made and
+        // thrown away) shuts them down, even those not started yet.
         for index in 0..<self.workers {
-            threads.append(OSThread { [unowned self] in self.run(worker: index) })
+            threads.append(OSThread { core.run(worker: index) })
         }
     }
 
     deinit { shutdown() }
 
-    /// Bytes reserved now, the most ever reserved, and jobs waiting or running.
     /// Captures waiting for room (back-pressure in progress).
-    public var waitingReservations: Int { lock.withLock { waiters.count } }
+    public var waitingReservations: Int { core.waitingReservations }
 
-    public var load: (reserved: Int, peak: Int, pending: Int) {
+    /// Bytes reserved now, the most ever reserved, and jobs waiting or running.
+    public var load: (reserved: Int, peak: Int, pending: Int) { core.load }
+
+    /// Reserves `bytes` for work to come, waiting while the pool is full.
+    ///
+    /// A request larger than the whole limit is admitted alone (when nothing else is reserved),
+    /// so an oversized capture is slow, never stuck.
+    ///
+    /// - Returns: how long it waited (zero when there was room).
+    public func reserve(_ bytes: Int) async -> Duration { await core.reserve(bytes) }
+
+    /// Gives back reserved bytes no job will use (a capture that failed early).
+    public func unreserve(_ bytes: Int) { core.unreserve(bytes) }
+
+    /// Queues `job`, which owns `bytes` of the reservation and gives them back when it returns.
+    /// The job gets the worker's index (for per-worker scratch memory).
+    public func submit(bytes: Int, _ job: @escaping @Sendable (Int) -> Void) { core.submit(bytes: bytes, job) }
+
+    /// Runs the queued jobs, then stops the threads. Idempotent.
+    public func shutdown() {
+        core.close()
+        let toJoin: [OSThread] = threadsLock.withLock {
+            let t = threads
+            threads = []
+            return t
+        }
+        for t in toJoin { t.join() }
+    }
+}
+
+/// The pool's queue and reservations, shared with its threads.
+private final class Core: @unchecked Sendable {
+    let memoryLimit: Int
+
+    private let lock = ConditionLock()
+    private var queue: [(bytes: Int, job: @Sendable (Int) -> Void)] = []
+    private var reserved = 0
+    private var waiters: [(bytes: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    private var closed = false
+    private var busy = 0
+    private var peak = 0
+
+    init(memoryLimit: Int) { self.memoryLimit = memoryLimit }
+
+    var waitingReservations: Int { lock.withLock { waiters.count } }
+
+    var load: (reserved: Int, peak: Int, pending: Int) {
         lock.withLock { (reserved, peak, queue.count + busy) }
     }
 
@@ -53,7 +96,7 @@ public final class ProcessingPool: @unchecked Sendable {
     /// so an oversized capture is slow, never stuck.
     ///
     /// - Returns: how long it waited (zero when there was room).
-    public func reserve(_ bytes: Int) async -> Duration {
+    func reserve(_ bytes: Int) async -> Duration {
         let start = MonotonicClock.now()
         let admitted: Bool = lock.withLock {
             if fits(bytes) {
@@ -77,29 +120,25 @@ public final class ProcessingPool: @unchecked Sendable {
     }
 
     /// Gives back reserved bytes no job will use (a capture that failed early).
-    public func unreserve(_ bytes: Int) {
+    func unreserve(_ bytes: Int) {
         lock.withLock { release(bytes) }
     }
 
     /// Queues `job`, which owns `bytes` of the reservation and gives them back when it returns.
     /// The job gets the worker's index (for per-worker scratch memory).
-    public func submit(bytes: Int, _ job: @escaping @Sendable (Int) -> Void) {
+    func submit(bytes: Int, _ job: @escaping @Sendable (Int) -> Void) {
         lock.withLock {
             queue.append((bytes, job))
             lock.broadcast()
         }
     }
 
-    /// Runs the queued jobs, then stops the threads. Idempotent.
-    public func shutdown() {
-        let toJoin: [OSThread] = lock.withLock {
+    /// No more jobs: the threads finish the queue and return.
+    func close() {
+        lock.withLock {
             closed = true
             lock.broadcast()
-            let t = threads
-            threads = []
-            return t
         }
-        for t in toJoin { t.join() }
     }
 
     private func fits(_ bytes: Int) -> Bool { reserved + bytes <= memoryLimit || reserved == 0 }
@@ -119,7 +158,7 @@ public final class ProcessingPool: @unchecked Sendable {
         }
     }
 
-    private func run(worker: Int) {
+    func run(worker: Int) {
         while true {
             let next: (bytes: Int, job: @Sendable (Int) -> Void)? = lock.withLock {
                 while queue.isEmpty && !closed { lock.wait() }
