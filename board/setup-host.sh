@@ -16,14 +16,18 @@ if [ "${1:-}" = "--board" ]; then
 		libcamera-tools libcamera-ipa libdrm-tests gpiod)
 fi
 
-# rawpy and numpy from PyPI, for the colour tests; Debian 12's python refuses a system-wide
-# pip install unless told (PEP 668), a pyenv or venv python takes it as is.
+# From PyPI: rawpy and numpy for the colour tests, schemathesis to fuzz the service's API
+# against docs/openapi.yaml. Debian 12's python refuses a system-wide pip install unless told
+# (PEP 668); a pyenv or venv python takes it as is.
 python_packages() {
 	command -v python3 > /dev/null || return 0
-	python3 -c 'import rawpy, numpy' 2> /dev/null && return 0
-	echo "setup-host: installing rawpy and numpy from PyPI" >&2
-	python3 -m pip install --quiet rawpy numpy 2> /dev/null ||
-		python3 -m pip install --quiet --break-system-packages rawpy numpy >&2
+	local want=()
+	python3 -c 'import rawpy, numpy' 2> /dev/null || want+=(rawpy numpy)
+	python3 -c 'import schemathesis' 2> /dev/null || want+=("schemathesis==4.32.5")
+	[ ${#want[@]} -eq 0 ] && return 0
+	echo "setup-host: installing ${want[*]} from PyPI" >&2
+	python3 -m pip install --quiet "${want[@]}" 2> /dev/null ||
+		python3 -m pip install --quiet --break-system-packages "${want[@]}" >&2
 }
 
 missing=()

@@ -4,6 +4,8 @@
 #
 #   unit           swift build --build-tests, swift test: core, simulated camera, CLI, and the
 #                  libcamera backend against Debian 12's libcamera 0.0.3 (no camera: it says so)
+#   api            `shutterbug serve` fuzzed against docs/openapi.yaml with schemathesis: no
+#                  5xx, every response as documented; SIGTERM exits 0
 #   libcamera      the bridge compiled with -Werror against 0.0.3 (the machine's), Debian 13's
 #                  0.4 and Debian unstable's 0.7.x headers
 #   virtual-board  a qemu VM with vimc, vkms and gpio-sim: the libcamera conformance suite on
@@ -35,6 +37,7 @@ unit() {
 }
 
 run_tier unit unit
+run_tier api board/fuzz-api.sh
 run_tier libcamera Cross/check-libcamera.sh system trixie sid
 run_tier virtual-board board/virtual/run.sh --timeout 900 -- bash board/virtual/tier.sh
 

@@ -95,10 +95,13 @@ struct ServeCLITests {
         // Bad requests: 4xx, the field and the range named.
         for (body, says) in [(#"{"ev": [0, 99]}"#, "ev: each bias is -8...8"), (#"{"exposuresUs": [1]}"#, "exposuresUs: each is 10...60000000"),
                              (#"{"exposuresUs": [1000], "gain": 0}"#, "gain: 1...64"), (#"{"formats": ["tiff"]}"#, "formats"),
-                             (#"{"ev": "x"}"#, "ev"), ("not json", "JSON object"), (#"{"ev": [0], "exposuresUs": [1000]}"#, "not both")] {
+                             (#"{"ev": "x"}"#, "ev"), ("not json", "JSON object"), (#"{"ev": [0], "exposuresUs": [1000]}"#, "not both"),
+                             (#"{"exposures": [1000]}"#, "exposures: not a field"), (#"{"ev": [0], "gain": 2}"#, "gain goes with exposuresUs")] {
             let r = try await call(s.base + "api/capture", method: "POST", body: body)
             #expect(r.status == 400 && r.text.contains(says), "\(body): \(r.status) \(r.text)")
         }
+        let wrongMethod = try await call(s.base + "api/status", method: "DELETE")
+        #expect(wrongMethod.status == 405 && wrongMethod.text.contains("takes GET"), "\(wrongMethod.text)")
         let big = try await call(s.base + "api/capture", method: "POST", body: "{\"ev\": [" + String(repeating: "0,", count: 20_000) + "0]}")
         #expect(big.status == 413)
 

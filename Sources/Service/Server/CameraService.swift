@@ -66,6 +66,7 @@ public actor CameraService {
         }
         guard !formats.isEmpty else { throw ShutterbugError(.invalidArgument, "formats: give \"jpeg\", \"dng\" or both") }
         if r.ev != nil && r.exposuresUs != nil { throw ShutterbugError(.invalidArgument, "give ev or exposuresUs, not both") }
+        if r.gain != nil && r.exposuresUs == nil { throw ShutterbugError(.invalidArgument, "gain goes with exposuresUs") }
         if let ev = r.ev {
             guard (1...9).contains(ev.count) else { throw ShutterbugError(.invalidArgument, "ev: 1 to 9 biases, not \(ev.count)") }
             for v in ev where !(v.isFinite && (-8...8).contains(v)) { throw ShutterbugError(.invalidArgument, "ev: each bias is -8...8 stops, not \(v)") }
@@ -78,13 +79,15 @@ public actor CameraService {
             guard g.isFinite, (1...64).contains(g) else { throw ShutterbugError(.invalidArgument, "gain: 1...64, not \(g)") }
             return PhotoSettings(bracket: .manualExposure(us.map { (Duration.nanoseconds(Int64($0 * 1000)), Gain(g)) }), formats: formats)
         }
-        if r.gain != nil { throw ShutterbugError(.invalidArgument, "gain goes with exposuresUs") }
         return PhotoSettings(formats: formats)
     }
 
     /// Captures now and writes the files; returns what was written.
-    public func capture(_ request: CaptureRequest) async throws -> CaptureRecord {
-        let settings = try Self.settings(for: request)
+    ///
+    /// - Throws: `invalidArgument` or `unsupported` when this camera, as configured, cannot
+    ///   take settings that are valid in themselves (a bracket whose steps it cannot tell
+    ///   apart, a focus bracket without a focus motor); others when the camera fails.
+    public func capture(_ settings: PhotoSettings) async throws -> CaptureRecord {
         try await session.validate(settings)
         try writer.check(settings.formats)
         var record = CaptureRecord(id: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)),

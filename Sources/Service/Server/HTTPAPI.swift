@@ -1,3 +1,4 @@
+import Capture
 import Foundation
 import Hummingbird
 import ShutterbugCore
@@ -64,6 +65,26 @@ public enum HTTPAPI {
         }
     }
 
+    /// A known path asked with a method it does not take: 405 with the methods it does.
+    struct MethodMiddleware<Context: RequestContext>: RouterMiddleware {
+        static func allowed(_ path: String) -> [HTTPRequest.Method]? {
+            switch path {
+            case "/", "/api/status", "/api/cameras", "/api/captures", "/api/frame.jpg", "/metrics": return [.get, .head]
+            case "/api/capture": return [.post]
+            default: return path.hasPrefix("/api/files/") ? [.get, .head] : nil
+            }
+        }
+
+        func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+            if let allowed = Self.allowed(request.uri.path), !allowed.contains(request.method) {
+                var r = HTTPAPI.error(.methodNotAllowed, "\(request.uri.path) takes \(allowed.map(\.rawValue).joined(separator: ", ")), not \(request.method.rawValue)")
+                r.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
+                return r
+            }
+            return try await next(request, context)
+        }
+    }
+
     static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -82,8 +103,11 @@ public enum HTTPAPI {
     static func resolve(_ components: [Substring], under root: String) -> Result<String, HTTPAPI.Refusal> {
         guard !components.isEmpty else { return .failure(.init(.notFound, "no file named")) }
         for c in components {
-            if c.isEmpty || c == "." || c == ".." || c.hasPrefix(".") || c.contains("\0") {
-                return .failure(.init(.badRequest, "path: a file under the output directory, without '..' or hidden components"))
+            if c == ".." {
+                return .failure(.init(.forbidden, "path: a file under the output directory, without '..'"))
+            }
+            if c.isEmpty || c.hasPrefix(".") || c.contains("\0") {
+                return .failure(.init(.notFound, "no such file (hidden files are not served)"))
             }
         }
         guard let realRoot = realpath(root, nil).map({ p in defer { free(p) }; return String(cString: p) }) else {
@@ -122,6 +146,7 @@ public enum HTTPAPI {
     public static func router(_ service: CameraService, access: Access) -> Router<BasicRequestContext> {
         let router = Router()
         router.middlewares.add(TokenMiddleware<BasicRequestContext>(token: access.token))
+        router.middlewares.add(MethodMiddleware<BasicRequestContext>())
         router.get("/") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: WebPage.html)))
         }
@@ -143,6 +168,12 @@ public enum HTTPAPI {
                 ask = .init()
             } else {
                 do {
+                    // A misspelt field is an error, never silently ignored.
+                    let known: Set<String> = ["ev", "exposuresUs", "gain", "formats"]
+                    if let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
+                       let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
+                        return HTTPAPI.error(.badRequest, "\(unknown): not a field; the fields are \(known.sorted().joined(separator: ", "))")
+                    }
                     ask = try JSONDecoder().decode(CameraService.CaptureRequest.self, from: Data(buffer: body))
                 } catch let DecodingError.typeMismatch(_, c), let DecodingError.valueNotFound(_, c) {
                     return HTTPAPI.error(.badRequest, "\(c.codingPath.map(\.stringValue).joined(separator: ".")): \(c.debugDescription)")
@@ -150,10 +181,17 @@ public enum HTTPAPI {
                     return HTTPAPI.error(.badRequest, "the body must be a JSON object: {\"ev\": [-1,0,1]}, {\"exposuresUs\": [1000, 4000], \"gain\": 1}, or {} for a photo; \"formats\": [\"jpeg\", \"dng\"]")
                 }
             }
+            let settings: PhotoSettings
             do {
-                return try json(try await service.capture(ask), status: .created)
-            } catch let e as ShutterbugError where e.code == .invalidArgument || e.code == .unsupported {
+                settings = try CameraService.settings(for: ask)
+            } catch let e as ShutterbugError {
                 return HTTPAPI.error(.badRequest, e.message)
+            }
+            do {
+                return try json(try await service.capture(settings), status: .created)
+            } catch let e as ShutterbugError where e.code == .invalidArgument || e.code == .unsupported {
+                // Valid settings this camera, as configured, cannot take.
+                return HTTPAPI.error(.conflict, e.message)
             } catch let e as ShutterbugError {
                 return HTTPAPI.error(.serviceUnavailable, e.message)
             }

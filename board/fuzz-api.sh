@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fuzzes the service's HTTP API against its OpenAPI document (docs/openapi.yaml) with
+# schemathesis: `shutterbug serve` on the simulated camera in virtual time (a fuzzed 60 s
+# exposure takes no wall time), every operation, a fixed seed; fails on any 5xx, any response
+# the document does not describe, any schema-valid request refused or invalid one accepted.
+# Then SIGTERM must end the service with status 0.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${SHUTTERBUG_BUILD_DIR:-.build/debug}
+st=$(command -v schemathesis || echo "$HOME/.local/bin/schemathesis")
+[ -x "$st" ] || { echo "fuzz-api: needs schemathesis (board/setup-host.sh installs it from PyPI)"; exit 1; }
+dir=$(mktemp -d)
+"$build/shutterbug" serve --camera sim:imx477 --virtual-time --size 640x480 --listen 127.0.0.1:0 --output "$dir/out" 2>"$dir/err" &
+pid=$!
+trap 'kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 1 200); do grep -q "serving " "$dir/err" && break; sleep 0.1; done
+url=$(grep -o 'http://127.0.0.1:[0-9]*' "$dir/err" | head -1)
+[ -n "$url" ] || { cat "$dir/err"; echo "fuzz-api: the service did not start"; exit 1; }
+"$st" run docs/openapi.yaml --url "$url" --max-examples 100 --seed 20261124 --no-color
+rc=$?
+kill -TERM $pid
+wait $pid
+status=$?
+trap 'rm -rf "$dir"' EXIT
+[ $status -eq 0 ] || { echo "fuzz-api: the service exited $status on SIGTERM"; cat "$dir/err"; rc=1; }
+exit $rc
