@@ -16,7 +16,9 @@ trap 'kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 1 200); do grep -q "serving " "$dir/err" && break; sleep 0.1; done
 url=$(grep -o 'http://127.0.0.1:[0-9]*' "$dir/err" | head -1)
 [ -n "$url" ] || { cat "$dir/err"; echo "fuzz-api: the service did not start"; exit 1; }
-"$st" run docs/openapi.yaml --url "$url" --max-examples 100 --seed 20261124 --no-color
+# From the scratch folder: schemathesis keeps a cache (.schemathesis/) where it runs.
+spec=$PWD/docs/openapi.yaml
+(cd "$dir" && "$st" run "$spec" --url "$url" --max-examples 100 --seed 20261124 --no-color)
 rc=$?
 kill -TERM $pid
 wait $pid

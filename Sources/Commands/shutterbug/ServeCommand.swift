@@ -73,7 +73,9 @@ struct ServeCommand: AsyncParsableCommand {
         let session = CaptureSession(backend: cam)
         let config: CameraConfiguration
         do {
-            config = try await session.start(streams: [stream, StreamRequest(role: .raw)], preparedBracketCount: 9)
+            // Brackets of up to 5 steps (a larger one is refused with the range, 409); 9 would
+            // not fit a Pi 4's CMA at full resolution with the raw stream beside.
+            config = try await session.start(streams: [stream, StreamRequest(role: .raw)], preparedBracketCount: 5)
         } catch let e as ShutterbugError where e.code == .invalidArgument {
             throw ValidationError(e.message)
         }

@@ -536,6 +536,9 @@ struct TimelapseCommand: AsyncParsableCommand {
                             }
                         }
                         if stop.reason != nil { break loop }
+                        // Awake: from here no frame is a sign of trouble again, so a camera
+                        // that cannot be started lets the watchdog lapse.
+                        feed.idle(false)
                         while true {
                             do {
                                 (cam, session, writer) = try await openCamera()

@@ -69,9 +69,9 @@ public enum HTTPAPI {
     struct MethodMiddleware<Context: RequestContext>: RouterMiddleware {
         static func allowed(_ path: String) -> [HTTPRequest.Method]? {
             switch path {
-            case "/", "/api/status", "/api/cameras", "/api/captures", "/api/frame.jpg", "/metrics": return [.get, .head]
+            case "/", "/api/status", "/api/cameras", "/api/captures", "/api/frame.jpg", "/metrics": return [.get]
             case "/api/capture": return [.post]
-            default: return path.hasPrefix("/api/files/") ? [.get, .head] : nil
+            default: return path.hasPrefix("/api/files/") ? [.get] : nil
             }
         }
 
