@@ -30,6 +30,42 @@ struct ScheduleTests {
         #expect(s.step(now: now, offset: offset) == .finished)
     }
 
+    @Test("a list of times: slot k is the k-th time at or after the start (sorted, once each), the end and the count bound it, a late one is skipped, and a resumed job keeps its numbering")
+    func listedTimes() {
+        let t = { (s: Int64) in WallClockTime(nanoseconds: self.start.nanoseconds + s * self.second) }
+        // Given out of order, with a duplicate and one before the start.
+        let times = [t(3600), t(-60), t(600), t(600), t(7200), t(601)]
+        var s = TimelapseSchedule(.init(times: times, start: start))
+        #expect(s.total == 4 && s.anchor == t(600) && s.plan.interval == .seconds(1))
+        #expect(s.tolerance == .milliseconds(500), "half the shortest gap")
+        var now = monotonic(start, offset)
+        var walls: [WallClockTime] = []
+        while true {
+            let step = s.step(now: now, offset: offset)
+            guard case .take(let k, let wall, let instant) = step else {
+                if case .skip(let k, _, let why) = step {
+                    // Slot 1 (t+601) comes 1 s after slot 0, which took 2 s.
+                    #expect(k == 1 && why.contains("late by"))
+                    continue
+                }
+                #expect(step == .finished)
+                break
+            }
+            #expect(k == walls.count + (walls.count >= 1 ? 1 : 0) && instant == monotonic(wall, offset))
+            walls.append(wall)
+            now = instant + .seconds(2)
+            s.taken(k)
+        }
+        #expect(walls == [t(600), t(3600), t(7200)])
+        // Bounded by an end and by a count.
+        #expect(TimelapseSchedule(.init(times: times, start: start, end: t(3600))).total == 2)
+        #expect(TimelapseSchedule(.init(times: times, start: start, count: 3)).total == 3)
+        // Resumed after slot 1 with the job's first anchor as the start: slot 2 is t+3600 again.
+        var r = TimelapseSchedule(.init(times: times, start: t(600)), resumeAfter: 1, anchor: t(600))
+        guard case .take(2, let wall, _) = r.step(now: monotonic(t(3000), offset), offset: offset) else { Issue.record("not slot 2"); return }
+        #expect(wall == t(3600))
+    }
+
     @Test("a late slot is skipped with how late it was, never fired late; the next is on time")
     func late() {
         var s = TimelapseSchedule(.init(interval: .seconds(10), start: start))

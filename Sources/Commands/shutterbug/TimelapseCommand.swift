@@ -36,8 +36,14 @@ struct TimelapseCommand: AsyncParsableCommand {
 
     @OptionGroup var camera: CameraOptions
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Time between slots: 10s, 5m, 1h (0.1 s...7 d).", valueName: "period"))
-    var interval: String = "30s"
+    @Option(name: .long, help: ArgumentHelp("Read the job's options from a YAML file whose keys are these options' long names (interval: 30s, ev: [-2, 0, 2], output: DIR); options on the command line override the file's. `shutterbug config check FILE` lists its mistakes.", valueName: "file"))
+    var jobFile: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Time between slots: 10s, 5m, 1h (0.1 s...7 d; default 30s).", valueName: "period"))
+    var interval: String?
+
+    @Option(name: .long, help: ArgumentHelp("Slots at these times instead of a grid: dates and times, 2026-12-01T08:00,2026-12-01T12:00 (local, or ...Z for UTC), or times of day taken every day, 06:30,12:00,18:00 (local; with --count or --until). At most 100000 slots; a time given twice is one slot.", valueName: "time,..."))
+    var at: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Slots in all, taken or not (1...10000000).", valueName: "n"))
     var count: Int?
@@ -47,6 +53,12 @@ struct TimelapseCommand: AsyncParsableCommand {
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Exposure biases per slot around the ramped exposure, e.g. -2,0,2 (default 0).", valueName: "ev,..."))
     var ev: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("A manual bracket at every slot instead of a ramped one: exposures 1/1000,1/250,1/60, the same each slot (no ramp).", valueName: "t,..."))
+    var exposures: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Analogue gain for --exposures (1...64; default 1).", valueName: "gain"))
+    var gain: Double?
 
     @Option(name: .long, help: ArgumentHelp("Where the photos, sidecars and the journal go.", valueName: "dir"))
     var output: String
@@ -97,15 +109,27 @@ struct TimelapseCommand: AsyncParsableCommand {
     var noPhaseLock = false
 
     func validate() throws {
+        if interval != nil, at != nil { throw ValidationError("--interval and --at exclude each other: give a grid (--interval 30s) or a list of times (--at 08:00,12:00)") }
         _ = try period()
         if let count, !(1...10_000_000).contains(count) { throw ValidationError("--count must be in 1...10000000, not \(count)") }
+        let now = WallClockTime(nanoseconds: MonotonicClock.now().nanoseconds + sbshim_realtime_offset_ns())
         if let until {
             let end = try NumericInput.wallTime(until, "--until")
-            let now = WallClockTime(nanoseconds: MonotonicClock.now().nanoseconds + sbshim_realtime_offset_ns())
             guard end > now else { throw ValidationError("--until \(until) is already past (it is \(now)): give a time to come") }
         }
-        guard count != nil || until != nil else { throw ValidationError("give --count N or --until TIME: a timelapse needs an end (use a large --count to run until stopped)") }
+        let slots = try atList()
+        if case .dates(let times) = slots {
+            guard times.contains(where: { $0 > now }) else { throw ValidationError("every --at time is already past (it is \(now)): give a time to come") }
+        } else {
+            guard count != nil || until != nil else { throw ValidationError("give --count N or --until TIME: a timelapse needs an end (use a large --count to run until stopped)") }
+        }
+        if ev != nil, exposures != nil { throw ValidationError("--ev and --exposures exclude each other: a ramped bracket (--ev -1,0,1) or a manual one (--exposures 1/1000,1/250)") }
+        if let gain {
+            guard exposures != nil else { throw ValidationError("--gain applies to --exposures only; the ramp chooses the gain of an --ev bracket (up to --max-gain)") }
+            try NumericInput.check(gain, "--gain", in: 1...64)
+        }
         _ = try biases()
+        _ = try manualSteps()
         _ = try Bracket.formats(parsing: format)
         if let size { _ = try Self.parseSize(size) }
         if let maxExposure { _ = try NumericInput.exposure(Substring(maxExposure), "--max-exposure", in: 1e-5...60) }
@@ -138,11 +162,81 @@ struct TimelapseCommand: AsyncParsableCommand {
         return try NumericInput.period(stopCameraWhenIdle, "--stop-camera-when-idle", in: 10...86_400)
     }
 
-    func period() throws -> Duration { try NumericInput.period(interval, "--interval", in: 0.1...(86_400 * 7)) }
+    func period() throws -> Duration { try NumericInput.period(interval ?? "30s", "--interval", in: 0.1...(86_400 * 7)) }
+
+    /// Each step's bias in EV: --ev's, or for a manual bracket each exposure against the middle step's.
     func biases() throws -> [Double] {
+        if let manual = try manualSteps() {
+            let reference = manual[manual.count / 2].exposure.secondsValue
+            return manual.map { log2($0.exposure.secondsValue / reference) }
+        }
         let b = try ev.map { try NumericInput.numbers($0, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") } ?? [0]
         guard (1...9).contains(b.count) else { throw ValidationError("--ev takes 1 to 9 biases, not \(b.count)") }
         return b
+    }
+
+    /// --exposures with --gain: the same steps every slot.
+    func manualSteps() throws -> [ExposureRamp.Settings]? {
+        guard let exposures else { return nil }
+        let items = try NumericInput.list(exposures, "--exposures", example: "1/1000,1/250,1/60", maxCount: 9)
+        return try items.map { ExposureRamp.Settings(exposure: try NumericInput.exposure($0, "--exposures value", in: 1e-5...60), gain: gain ?? 1) }
+    }
+
+    /// --at: dates and times, or times of day taken every day.
+    enum SlotTimes {
+        case dates([WallClockTime])
+        /// Seconds into a local day.
+        case daily([Int])
+    }
+
+    func atList() throws -> SlotTimes? {
+        guard let at else { return nil }
+        let items = try NumericInput.list(at, "--at", example: "2026-12-01T08:00,2026-12-01T12:00 or 06:30,18:00", maxCount: TimelapseSchedule.Plan.maxTimes)
+        let daily = items.map { $0.contains("T") || $0.filter({ $0 == "-" }).count >= 2 }
+        if daily.allSatisfy({ !$0 }) {
+            return .daily(try items.map { item in
+                let p = item.split(separator: ":").map { Int($0) }
+                guard (2...3).contains(p.count), p.allSatisfy({ $0 != nil }), (0...23).contains(p[0]!), (0...59).contains(p[1]!), (0...59).contains(p.count > 2 ? p[2]! : 0) else {
+                    throw ValidationError("--at: '\(item)' is not a time of day like 06:30 or 18:00:30, nor a date and time like 2026-12-01T08:00")
+                }
+                return p[0]! * 3600 + p[1]! * 60 + (p.count > 2 ? p[2]! : 0)
+            })
+        }
+        guard daily.allSatisfy({ $0 }) else { throw ValidationError("--at takes dates and times (2026-12-01T08:00) or times of day (08:00), not both in one list") }
+        // Whole seconds, so two different times are a second apart at least; a time given twice
+        // is one slot.
+        return .dates(try items.map { try NumericInput.wallTime(String($0), "--at") })
+    }
+
+    /// The slots' wall times for --at, from `from` (the job's first slot, or now on its first
+    /// run) to the end or the count, at most `Plan.maxTimes`. Times of day are local, each day's
+    /// through the time zone's rules on that day (a daylight-saving change keeps 12:00 at noon).
+    func slotTimes(_ slots: SlotTimes, from: WallClockTime, end: WallClockTime?) -> [WallClockTime] {
+        switch slots {
+        case .dates(let times):
+            return times
+        case .daily(let seconds):
+            let limit = min(count ?? TimelapseSchedule.Plan.maxTimes, TimelapseSchedule.Plan.maxTimes)
+            var out: [WallClockTime] = []
+            var day = time_t(from.nanoseconds / 1_000_000_000)
+            var base = tm()
+            localtime_r(&day, &base)
+            for d in 0... {
+                for s in Set(seconds).sorted() {
+                    var t = base
+                    t.tm_mday += Int32(d)
+                    t.tm_hour = Int32(s / 3600)
+                    t.tm_min = Int32(s / 60 % 60)
+                    t.tm_sec = Int32(s % 60)
+                    t.tm_isdst = -1
+                    let w = WallClockTime(nanoseconds: Int64(mktime(&t)) * 1_000_000_000)
+                    if let end, w >= end { return out }
+                    if w >= from { out.append(w) }
+                    if out.count >= limit { return out }
+                }
+            }
+            return out
+        }
     }
 
     static func parseSize(_ text: String) throws -> (Int, Int) {
@@ -155,12 +249,16 @@ struct TimelapseCommand: AsyncParsableCommand {
 
     /// What the journal compares when a job is resumed: the settings that make it the same job.
     func spec() throws -> String {
-        "interval=\(try period().nanosecondsValue)ns ev=\(try biases().map { String($0) }.joined(separator: ",")) format=\(format) camera=\(camera.camera ?? "default")"
+        // A grid job's text is as it was before lists and manual brackets, so its journals resume.
+        let slots = try at.map { "at=\($0)" } ?? "interval=\(try period().nanosecondsValue)ns"
+        let steps = try manualSteps().map { "exposures=\($0.map { String($0.exposure.nanosecondsValue) }.joined(separator: ","))ns gain=\(gain ?? 1)" }
+            ?? "ev=\(try biases().map { String($0) }.joined(separator: ","))"
+        return "\(slots) \(steps) format=\(format) camera=\(camera.camera ?? "default")"
     }
 
     func run() async throws {
-        let every = try period()
         let biases = try self.biases()
+        let manual = try manualSteps()
         let formats = try Bracket.formats(parsing: format)
         var stream = StreamRequest(role: .still)
         if let size { (stream.width, stream.height) = try Self.parseSize(size) }
@@ -219,6 +317,27 @@ struct TimelapseCommand: AsyncParsableCommand {
         let firstMetadata = first.metadata
         first.release()
         let limits = cam.controlLimits
+        // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
+        // slot so a wall-clock step reaches the schedule.
+        var offset = Self.wallOffset(firstMetadata)
+        let startWall = WallClockTime(nanoseconds: cam.now.nanoseconds + offset)
+        let end = try until.map { try NumericInput.wallTime($0, "--until") }
+        let plan: TimelapseSchedule.Plan
+        if let slots = try atList() {
+            // A list's numbering starts at the job's first slot, kept in the journal.
+            let from = try journal.anchor() ?? startWall
+            plan = .init(times: slotTimes(slots, from: from, end: end), start: from, end: end, count: count)
+        } else {
+            plan = .init(interval: try period(), start: startWall, end: end, count: count)
+        }
+        /// The interval, or the shortest gap of a list: what a slot's work must fit in.
+        let every = plan.interval
+        if let manual {
+            let busy = manual.reduce(Duration.zero) { $0 + $1.exposure }
+            guard busy * 2 <= every else {
+                throw ValidationError("--exposures add up to \(busy.exposureDescription), more than half the time between slots (\(every.millisecondsDescription)): slots would be skipped; give shorter exposures or a longer interval")
+            }
+        }
         // By default the brightest step of the bracket takes at most an eighth of the interval,
         // so the bracket and the requests ahead of it fit between slots; phase-locked, at most
         // 1/32 of it, since the lock runs some 25 frames of the first step's length before the
@@ -236,11 +355,6 @@ struct TimelapseCommand: AsyncParsableCommand {
                                                   gain: (firstMetadata.analogueGain?.value ?? 1) * (firstMetadata.digitalGain?.value ?? 1))
         var ramp = ExposureRamp(rampConfig, settings: startSettings)
 
-        // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
-        // slot so a wall-clock step reaches the schedule.
-        var offset = Self.wallOffset(firstMetadata)
-        let startWall = WallClockTime(nanoseconds: cam.now.nanoseconds + offset)
-        let plan = TimelapseSchedule.Plan(interval: every, start: startWall, end: try until.map { try NumericInput.wallTime($0, "--until") }, count: count)
         var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
         try journal.setAnchor(schedule.anchor)
         try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "the job started")
@@ -265,7 +379,9 @@ struct TimelapseCommand: AsyncParsableCommand {
         defer { watchdog?.cancel() }
         if !json {
             let resumed = resume.lastSlot.map { " (resuming after slot \($0): \(resume.taken) taken, \(resume.skipped) not)" } ?? ""
-            print("timelapse '\(job)' on \(cam.info.id): every \(every.millisecondsDescription), \(schedule.total.map { "\($0) slots" } ?? "until stopped"), EV \(biases.map { String(format2: $0) }.joined(separator: ",")), first slot \(schedule.wall(of: schedule.next))\(resumed)")
+            let slots = plan.times == nil ? "every \(every.millisecondsDescription)" : "at \(plan.times!.count) listed times"
+            let steps = manual.map { "exposures \($0.map { $0.exposure.exposureDescription }.joined(separator: ",")) gain \(String(format2: gain ?? 1))" } ?? "EV \(biases.map { String(format2: $0) }.joined(separator: ","))"
+            print("timelapse '\(job)' on \(cam.info.id): \(slots), \(schedule.total.map { "\($0) slots" } ?? "until stopped"), \(steps), first slot \(schedule.wall(of: schedule.next))\(resumed)")
         }
 
         /// The job's keogram (one column per slot) and contact sheet (slots spread over the
@@ -365,7 +481,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             guard live, total.map({ next < $0 }) ?? true else { return }
             let wait = SensorTime(nanoseconds: schedule.wall(of: next).nanoseconds - offset) - cam.now
             let free = (try? directory.freeBytes()).map { Self.bytes($0) + " free" } ?? "free space unknown"
-            let left = total.map { "\(Self.span(every * max(0, $0 - next))) to go" } ?? "until stopped"
+            let left = total.map { t in "\(Self.span(Duration.nanoseconds(max(0, schedule.wall(of: t - 1).nanoseconds - schedule.wall(of: next).nanoseconds)) + (plan.times == nil ? every : .zero))) to go" } ?? "until stopped"
             var line = "slot \(next)\(total.map { "/\($0)" } ?? "") · next in \(Self.span(max(.zero, wait))) · \(lastSettings.exposure.exposureDescription) gain \(String(format2: lastSettings.gain)) · \(lastPhase) · \(free) · \(left)"
             line = "\r\u{1B}[K" + line
             line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
@@ -432,7 +548,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                     notice("space is back: resuming at slot \(k)")
                 }
                 tookOne = true
-                let (steps, shift) = ramp.settings(biases: biases)
+                let (steps, shift) = manual.map { ($0, 0.0) } ?? ramp.settings(biases: biases)
                 let settings = PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant, phaseLocked: !noPhaseLock)
                 var frames: [TimelapseJournal.FrameRecord] = []
                 var files: [TimelapseJournal.FileRecord] = []
@@ -467,7 +583,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 // Meter the frame nearest 0 EV and move the ramp for the next slot.
                 var decision: ExposureRamp.Decision?
                 let zero = biases.indices.min { abs(biases[$0]) < abs(biases[$1]) }!
-                if let mean = means[zero], let m = frames.first(where: { $0.step == zero })?.metadata {
+                if manual == nil, let mean = means[zero], let m = frames.first(where: { $0.step == zero })?.metadata {
                     let exposedWith = ExposureRamp.Settings(exposure: m.exposureTime ?? steps[zero].exposure,
                                                             gain: (m.analogueGain?.value ?? steps[zero].gain) * (m.digitalGain?.value ?? 1))
                     // The ramp meters the base frame; a biased or shifted one is brought back to 0 EV.
@@ -519,7 +635,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                     // slot by twice its slowest start-up so far, the lock's lead (some 30
                     // frames of the first step) and a second.
                     let nextInstant = SensorTime(nanoseconds: schedule.wall(of: schedule.next).nanoseconds - offset)
-                    let firstStep = ramp.settings(biases: biases).steps[0].exposure + .milliseconds(40)
+                    let firstStep = (manual ?? ramp.settings(biases: biases).steps)[0].exposure + .milliseconds(40)
                     let wake = nextInstant - ((starts.max() ?? .seconds(1)) * 2 + firstStep * 30 + .seconds(1))
                     if plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true, wake - cam.now > idleStop {
                         feed.idle(true)

@@ -1,8 +1,9 @@
 import ShutterbugCore
 
 /// When a timelapse's slots fall: a grid on wall time (slot k at `anchor + k × interval`, the
-/// anchor a multiple of the interval since the epoch, so a 30 s job shoots at :00 and :30),
-/// waited for on CLOCK_MONOTONIC (the camera's clock).
+/// anchor a multiple of the interval since the epoch, so a 30 s job shoots at :00 and :30), or
+/// a list of wall times (slot k at `times[k]`), waited for on CLOCK_MONOTONIC (the camera's
+/// clock).
 ///
 /// A pure state machine: the caller passes the monotonic time and the current difference
 /// between the wall clock and the monotonic one (`CLOCK_REALTIME - CLOCK_MONOTONIC`), and is
@@ -13,13 +14,17 @@ import ShutterbugCore
 /// past (the camera was busy, the process was stopped) is skipped with how late it was.
 public struct TimelapseSchedule: Sendable, Hashable {
     public struct Plan: Sendable, Hashable {
+        /// The grid's interval; for a list of times, the shortest gap between two of them (what
+        /// a slot's work must fit in).
         public var interval: Duration
-        /// The first slot is the first grid instant at or after this wall time.
+        /// The first slot is the first grid instant (or listed time) at or after this wall time.
         public var start: WallClockTime
         /// No slot at or after this wall time.
         public var end: WallClockTime?
         /// At most this many slots (taken or skipped).
         public var count: Int?
+        /// The slots' wall times, ascending, when the job lists them instead of a grid.
+        public private(set) var times: [WallClockTime]?
 
         public init(interval: Duration, start: WallClockTime, end: WallClockTime? = nil, count: Int? = nil) {
             self.interval = interval
@@ -28,7 +33,18 @@ public struct TimelapseSchedule: Sendable, Hashable {
             self.count = count
         }
 
+        /// Slots at the listed wall times (sorted, duplicates dropped); those before `start` are
+        /// not in the plan. Its `interval` is the shortest gap between two (a day for one time).
+        public init(times: [WallClockTime], start: WallClockTime, end: WallClockTime? = nil, count: Int? = nil) {
+            let sorted = Array(Set(times)).sorted()
+            let gaps = zip(sorted.dropFirst(), sorted).map { Duration.nanoseconds($0.nanoseconds - $1.nanoseconds) }
+            self.init(interval: gaps.min() ?? .seconds(86_400), start: start, end: end, count: count)
+            self.times = sorted.filter { $0 >= start }
+        }
+
         public static let intervalRange: ClosedRange<Duration> = .milliseconds(100)...(.seconds(86_400 * 7))
+        /// The most slots a list of times may hold.
+        public static let maxTimes = 100_000
     }
 
     public enum Step: Sendable, Hashable {
@@ -60,20 +76,34 @@ public struct TimelapseSchedule: Sendable, Hashable {
         self.plan = plan
         let i = plan.interval.nanosecondsValue
         let s = plan.start.nanoseconds
-        self.anchor = anchor ?? WallClockTime(nanoseconds: (s / i + (s % i == 0 ? 0 : 1)) * i)
+        if let times = plan.times {
+            // A list keeps its own numbering: slot k is the k-th listed time.
+            self.anchor = times.first ?? plan.start
+        } else {
+            self.anchor = anchor ?? WallClockTime(nanoseconds: (s / i + (s % i == 0 ? 0 : 1)) * i)
+        }
         tolerance = min(plan.interval / 2, .seconds(1))
         next = resumeAfter.map { $0 + 1 } ?? 0
     }
 
     /// The wall time of slot `k`.
     public func wall(of k: Int) -> WallClockTime {
-        WallClockTime(nanoseconds: anchor.nanoseconds + Int64(k) * plan.interval.nanosecondsValue)
+        if let times = plan.times, !times.isEmpty {
+            if k < times.count { return times[k] }
+            // Past the list (asked for by a caller looking ahead): never a slot.
+            return WallClockTime(nanoseconds: times[times.count - 1].nanoseconds + Int64(k - times.count + 1) * plan.interval.nanosecondsValue)
+        }
+        return WallClockTime(nanoseconds: anchor.nanoseconds + Int64(k) * plan.interval.nanosecondsValue)
     }
 
     /// Slots the plan has in all, if it is bounded.
     public var total: Int? {
         var n = plan.count
-        if let end = plan.end {
+        if let times = plan.times { n = min(n ?? times.count, times.count) }
+        if let end = plan.end, let times = plan.times {
+            let byEnd = times.firstIndex { $0 >= end } ?? times.count
+            n = min(n ?? byEnd, byEnd)
+        } else if let end = plan.end {
             let byEnd = max(0, Int((end.nanoseconds - anchor.nanoseconds + plan.interval.nanosecondsValue - 1) / plan.interval.nanosecondsValue))
             n = min(n ?? byEnd, byEnd)
         }

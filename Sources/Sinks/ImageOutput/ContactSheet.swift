@@ -186,9 +186,12 @@ struct Canvas {
         pixels[o + 2] = c.2
     }
 
+    /// Fills the part of `r` on the canvas (none, where it lies outside).
     mutating func rect(_ r: (x: Int, y: Int, w: Int, h: Int), _ c: (UInt8, UInt8, UInt8)) {
-        for y in max(0, r.y)..<min(height, r.y + r.h) {
-            for x in max(0, r.x)..<min(width, r.x + r.w) { set(x, y, c) }
+        let x0 = max(0, r.x), x1 = min(width, r.x + r.w), y0 = max(0, r.y), y1 = min(height, r.y + r.h)
+        guard x0 < x1, y0 < y1 else { return }
+        for y in y0..<y1 {
+            for x in x0..<x1 { set(x, y, c) }
         }
     }
 

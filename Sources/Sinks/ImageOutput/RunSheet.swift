@@ -34,7 +34,9 @@ public enum RunSheet {
         let lines = thumbs.map(\.labels.count).max() ?? 0
         let cellH = th + pad / 2 + lines * ContactSheet.lineHeight + pad
         let titleH = ContactSheet.lineHeight + pad
-        let width = ((pad + cols * (tw + pad)) + 1) & ~1
+        // As wide as the tiles, or the title where it is longer (a run of one slot).
+        let titleW = 2 * pad + title.count * (BitmapFont.width + 1) * ContactSheet.scale
+        let width = (max(pad + cols * (tw + pad), titleW) + 1) & ~1
         let height = ((pad + titleH + rows * cellH) + 1) & ~1
         var canvas = Canvas(width: width, height: height, fill: (34, 34, 34))
         canvas.text(title, at: (pad, pad), colour: (235, 235, 235))
