@@ -13,7 +13,7 @@ packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-de
 	libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
-		libcamera-tools libcamera-ipa libdrm-tests gpiod)
+		libcamera-tools libcamera-ipa libdrm-tests gpiod udev)
 fi
 
 # From PyPI: rawpy and numpy for the colour tests, schemathesis to fuzz the service's API

@@ -21,8 +21,10 @@
 #include <string_view>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <libcamera/camera.h>
@@ -116,6 +118,8 @@ struct sbc_camera {
 	bool running = false;
 	int eventFd = -1;
 	std::atomic<bool> disconnected{ false };
+	/* The media device nodes present when the camera was acquired (see devicesGone()). */
+	std::vector<dev_t> mediaNodes;
 
 	/*
 	 * Completion queue: a fixed ring sized to the slot count (a slot is in it at most once), so
@@ -128,6 +132,8 @@ struct sbc_camera {
 
 	void requestComplete(Request *request);
 	void cameraDisconnected();
+	void cancelQueued();
+	bool devicesGone() const;
 	void freeBuffers();
 	uint32_t apply(const sbc_controls *in, ControlList &out) const;
 };
@@ -269,6 +275,87 @@ void sbc_camera::cameraDisconnected()
 	ssize_t ret = write(eventFd, &one, sizeof(one));
 	(void)ret;
 }
+
+/*
+ * A camera whose device went away cannot be stopped: its V4L2 devices refuse STREAMOFF, no
+ * buffer comes back, and PipelineHandler::stop() then asserts that no request is queued
+ * (seen with 0.0.3 on vimc unbound while streaming; the same code stands in 0.7). The requests
+ * still queued are reported cancelled here instead, so the caller's accounting balances.
+ * Called with the camera disconnected, from the caller's thread.
+ */
+void sbc_camera::cancelQueued()
+{
+	std::lock_guard<std::mutex> guard(lock);
+	for (size_t i = 0; i < slots.size(); i++) {
+		if (!slots[i]->queued)
+			continue;
+		bool inRing = false;
+		for (size_t k = 0; k < count; k++)
+			inRing = inRing || ring[(head + k) % ring.size()].slot == i;
+		if (inRing || count >= ring.size())
+			continue;
+		sbc_completion c = {};
+		c.slot = static_cast<uint32_t>(i);
+		c.cookie = slots[i]->cookie;
+		c.status = SBC_REQUEST_CANCELLED;
+		ring[(head + count) % ring.size()] = c;
+		count++;
+	}
+	uint64_t one = 1;
+	ssize_t ret = write(eventFd, &one, sizeof(one));
+	(void)ret;
+}
+
+/* The character devices /dev/media* as they are now. */
+static std::vector<dev_t> mediaNodesNow()
+{
+	std::vector<dev_t> nodes;
+	DIR *dir = opendir("/dev");
+	if (!dir)
+		return nodes;
+	while (struct dirent *e = readdir(dir)) {
+		if (strncmp(e->d_name, "media", 5) != 0)
+			continue;
+		struct stat st;
+		std::string path = std::string("/dev/") + e->d_name;
+		if (stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode))
+			nodes.push_back(st.st_rdev);
+	}
+	closedir(dir);
+	return nodes;
+}
+
+/*
+ * Whether a media device present at acquire time has gone. libcamera disconnects a camera only
+ * where its pipeline handler registered for hotplug (UVC); others (vimc, the Pi's) keep the
+ * camera registered after its device went away, and stopping it then asserts (see
+ * cancelQueued()). A media node gone is the sign; on a board with several cameras it may be
+ * another's, and this camera is then given up with it (the caller reopens or restarts).
+ */
+bool sbc_camera::devicesGone() const
+{
+	std::vector<dev_t> now = mediaNodesNow();
+	for (dev_t d : mediaNodes) {
+		if (std::find(now.begin(), now.end(), d) == now.end())
+			return true;
+	}
+	return false;
+}
+
+/*
+ * What libcamera may still point at after its camera went away while running: the requests it
+ * holds queued, their buffers, the allocator and the camera. Kept for the life of the process,
+ * never freed (a few buffers per unplug) rather than freed under libcamera's feet.
+ */
+struct Remains {
+	std::shared_ptr<Camera> camera;
+	std::unique_ptr<CameraConfiguration> config;
+	std::unique_ptr<FrameBufferAllocator> allocator;
+	std::vector<std::unique_ptr<Slot>> slots;
+};
+
+static std::mutex remainsLock;
+static std::vector<std::unique_ptr<Remains>> remains;
 
 void sbc_camera::freeBuffers()
 {
@@ -457,6 +544,7 @@ int sbc_camera_acquire(sbc_manager *manager, const char *id, sbc_camera **out)
 			return ret;
 		auto c = std::make_unique<sbc_camera>();
 		c->camera = cam;
+		c->mediaNodes = mediaNodesNow();
 		c->eventFd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (c->eventFd < 0) {
 			ret = -errno;
@@ -474,12 +562,28 @@ void sbc_camera_release(sbc_camera *camera)
 {
 	if (!camera)
 		return;
-	if (camera->running)
-		camera->camera->stop();
 	camera->camera->requestCompleted.disconnect(camera);
 	camera->camera->disconnected.disconnect(camera);
-	camera->freeBuffers();
-	camera->camera->release();
+	if (camera->disconnected && camera->running) {
+		/* See cancelQueued(): neither stopped nor freed. */
+		for (auto &[fd, m] : camera->mappings) {
+			if (m.address != MAP_FAILED)
+				munmap(m.address, m.length);
+		}
+		camera->mappings.clear();
+		auto r = std::make_unique<Remains>();
+		r->camera = std::move(camera->camera);
+		r->config = std::move(camera->config);
+		r->allocator = std::move(camera->allocator);
+		r->slots = std::move(camera->slots);
+		std::lock_guard<std::mutex> guard(remainsLock);
+		remains.push_back(std::move(r));
+	} else {
+		if (camera->running)
+			camera->camera->stop();
+		camera->freeBuffers();
+		camera->camera->release();
+	}
 	close(camera->eventFd);
 	delete camera;
 }
@@ -749,6 +853,12 @@ int sbc_camera_stop(sbc_camera *camera)
 	return guarded([&] {
 		if (!camera->running)
 			return 0;
+		if (camera->disconnected || camera->devicesGone()) {
+			/* Left running (see cancelQueued()); released as such. */
+			camera->disconnected = true;
+			camera->cancelQueued();
+			return 0;
+		}
 		/* Camera::stop() cancels pending requests; their completions are queued before
 		 * it returns. */
 		int ret = camera->camera->stop();

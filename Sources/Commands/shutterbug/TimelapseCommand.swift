@@ -614,6 +614,17 @@ struct TimelapseCommand: AsyncParsableCommand {
                     notice("slot \(k): the camera failed (\(failure ?? "the session failed")); opening it again")
                     await session.stop()
                     cam.release()
+                    if !cam.info.isSimulated {
+                        // libcamera cannot give this process the camera back: a camera whose
+                        // pipeline does not hotplug stays registered after its device went,
+                        // and registering it again when the device returns is fatal in the
+                        // camera manager. A new process can: under systemd (Restart=) the
+                        // job resumes from the journal, the slots missed meanwhile recorded.
+                        try flushJournal()
+                        notifier?.stopping(status: "timelapse '\(job)': the camera failed; exiting so a new process can open it")
+                        notice("libcamera cannot open \(cam.info.id) again in this process; exiting (status 75) so the service manager starts a new one, which resumes the job")
+                        throw ExitCode(75)
+                    }
                     while true {
                         do {
                             (cam, session, writer) = try await openCamera()
