@@ -21,9 +21,7 @@ struct JobFileCLITests {
 
     /// An ISO time `seconds` from now, local, as a user would write it.
     func later(_ seconds: Int) -> String {
-        let f = DateFormatter()
-        f.dateFormat = "yyyy-MM-dd'T'HH:mm:ss"
-        return f.string(from: Date().addingTimeInterval(TimeInterval(seconds)))
+        DateFormatter.local.string(from: Date().addingTimeInterval(TimeInterval(seconds)))
     }
 
     @Test("config check names every mistake at its line (unknown key with a suggestion, conflicting and out-of-range values, a value of the wrong kind, YAML syntax) and exits 65; timelapse refuses the file the same way before opening a camera")
@@ -49,7 +47,7 @@ struct JobFileCLITests {
         #expect(lines.contains("\(file):6: max-gain: --max-gain must be a finite number in 1...64, not 200"))
         #expect(lines.contains { $0.hasPrefix("\(file):7: count: The value 'abc' is invalid") })
         // The file gives no valid end: said once, without a line.
-        #expect(lines.contains("\(file): give --count N or --until TIME: a timelapse needs an end (use a large --count to run until stopped)"))
+        #expect(lines.contains("\(file): give --count N or --until TIME: a timelapse needs an end (--until stopped runs until it is stopped)"))
         #expect(lines.last == "\(file): 5 mistakes", "\(check.out)")
         let run = try await runChild(Self.exe, ["timelapse", "--job-file", file, "--virtual-time"])
         #expect(run.status == 64 && run.err.contains("the job file has 5 mistakes") && run.err.contains("bad.yaml:3: intervall"), "\(run.err)")
@@ -110,6 +108,25 @@ struct JobFileCLITests {
         #expect(other.status != 0 && other.err.contains("listed"), "\(other.err)")
     }
 
+    @Test("--start puts the first slot at or after it, the camera stopped until shortly before; --until stopped has no end but the count or a signal")
+    func startLater() async throws {
+        let dir = scratch()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let start = later(3 * 3600)
+        let r = try await runChild(Self.exe, ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--interval", "10s",
+                                              "--start", start, "--until", "stopped", "--count", "2", "--output", dir, "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        let objects = try r.out.split(separator: "\n").map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        let walls = objects.compactMap { $0["wall"] as? String }
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let first = try #require(walls.first.flatMap { f.date(from: $0) })
+        let wanted = try #require(DateFormatter.local.date(from: start))
+        #expect(walls.count == 2 && first >= wanted && first.timeIntervalSince(wanted) < 10, "\(walls) after \(start)")
+        let summary = try #require(objects.last)
+        #expect(summary["cameraStoppedWhileIdle"] as? Int == 1, "the camera waits stopped for the start: \(summary)")
+    }
+
     @Test("wrong --at and --exposures are refused with the accepted form: a mixed list, a bad time of day, all past, with --interval, exposures too long for the gap, --gain without --exposures")
     func refusals() async throws {
         let dir = scratch()
@@ -122,6 +139,8 @@ struct JobFileCLITests {
             (["--at", "08:00", "--interval", "30s", "--count", "1"], "exclude each other"),
             (["--at", "08:00"], "give --count N or --until TIME"),
             (["--gain", "2", "--count", "1"], "--gain applies to --exposures only"),
+            (["--until", "soon"], "--until must be a date and time"),
+            (["--start", "\(later(7200))", "--until", "\(later(3600))"], "is not after --start"),
             (["--exposures", "1/1000,nan", "--count", "1"], "--exposures"),
             (["--exposures", "1/1000", "--gain", "100", "--count", "1"], "--gain must be"),
         ]
@@ -131,5 +150,14 @@ struct JobFileCLITests {
         }
         let long = try await runChild(Self.exe, base + ["--exposures", "1/2,1", "--interval", "2s", "--count", "1"])
         #expect(long.status == 64 && long.err.contains("more than half the time between slots"), "\(long.err)")
+    }
+}
+
+extension DateFormatter {
+    /// 2026-12-01T08:00:00 in the local zone, as the command reads it.
+    static var local: DateFormatter {
+        let f = DateFormatter()
+        f.dateFormat = "yyyy-MM-dd'T'HH:mm:ss"
+        return f
     }
 }

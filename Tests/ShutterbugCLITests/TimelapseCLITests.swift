@@ -102,10 +102,13 @@ struct TimelapseCLITests {
         #expect(r.status == 0, "\(r.err)")
         let (slots, summary) = try lines(r.out)
         #expect(slots.count == 4 && slots.allSatisfy { $0["state"] as? String == "taken" }, "\(slots)")
-        #expect(summary["cameraStoppedWhileIdle"] as? Int == 3, "\(summary)")
+        // Stopped between slots, and before the first too when it is more than the idle limit
+        // away (the 10 min grid's first slot is up to 10 min off).
+        let stops = try #require(summary["cameraStoppedWhileIdle"] as? Int)
+        #expect(stops == 3 || stops == 4, "\(summary)")
         for s in slots.dropFirst() { #expect((s["phaseLock"] as? String)?.hasPrefix("locked: frame") == true, "\(s["phaseLock"] ?? "-")") }
         let db = dir + "/timelapse.sqlite"
-        #expect(try await sqlite(db, "SELECT count(*), sum(reason = 'stopped while idle'), min(startup_ns) > 0 FROM camera_starts") == "4|3|1")
+        #expect(try await sqlite(db, "SELECT count(*), sum(reason = 'stopped while idle'), min(startup_ns) > 0 FROM camera_starts") == "\(stops + 1)|\(stops)|1")
         // Started again before its slot by more than the start-up it measured.
         let rows = try await sqlite(db, "SELECT c.wall_ns, c.startup_ns, s.wall_ns FROM camera_starts c JOIN slots s ON s.idx = c.before_slot WHERE c.reason = 'stopped while idle'")
         for row in rows.split(separator: "\n") {

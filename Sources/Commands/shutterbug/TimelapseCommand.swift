@@ -48,8 +48,11 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Slots in all, taken or not (1...10000000).", valueName: "n"))
     var count: Int?
 
-    @Option(name: .long, help: ArgumentHelp("No slot at or after this time: 2026-12-01T08:00 (local) or ...Z (UTC).", valueName: "time"))
+    @Option(name: .long, help: ArgumentHelp("No slot at or after this time: 2026-12-01T08:00 (local) or ...Z (UTC); or 'stopped' to run until stopped (SIGINT, SIGTERM).", valueName: "time|stopped"))
     var until: String?
+
+    @Option(name: .long, help: ArgumentHelp("The first slot at or after this time (default now): 2026-12-01T06:00 (local) or ...Z (UTC).", valueName: "time"))
+    var start: String?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Exposure biases per slot around the ramped exposure, e.g. -2,0,2 (default 0).", valueName: "ev,..."))
     var ev: String?
@@ -113,15 +116,16 @@ struct TimelapseCommand: AsyncParsableCommand {
         _ = try period()
         if let count, !(1...10_000_000).contains(count) { throw ValidationError("--count must be in 1...10000000, not \(count)") }
         let now = WallClockTime(nanoseconds: MonotonicClock.now().nanoseconds + sbshim_realtime_offset_ns())
-        if let until {
-            let end = try NumericInput.wallTime(until, "--until")
+        let first = try start.map { try NumericInput.wallTime($0, "--start") }
+        if let until, let end = try endTime() {
             guard end > now else { throw ValidationError("--until \(until) is already past (it is \(now)): give a time to come") }
+            if let first, let start, end <= first { throw ValidationError("--until \(until) is not after --start \(start): no slot would be taken") }
         }
         let slots = try atList()
         if case .dates(let times) = slots {
             guard times.contains(where: { $0 > now }) else { throw ValidationError("every --at time is already past (it is \(now)): give a time to come") }
         } else {
-            guard count != nil || until != nil else { throw ValidationError("give --count N or --until TIME: a timelapse needs an end (use a large --count to run until stopped)") }
+            guard count != nil || until != nil else { throw ValidationError("give --count N or --until TIME: a timelapse needs an end (--until stopped runs until it is stopped)") }
         }
         if ev != nil, exposures != nil { throw ValidationError("--ev and --exposures exclude each other: a ramped bracket (--ev -1,0,1) or a manual one (--exposures 1/1000,1/250)") }
         if let gain {
@@ -143,6 +147,12 @@ struct TimelapseCommand: AsyncParsableCommand {
         guard !job.isEmpty, job.count <= 64 else { throw ValidationError("--job must be a name of 1 to 64 characters") }
         do { _ = try FileNameTemplate(validating: name) } catch let e as ShutterbugError { throw ValidationError("--name: \(e.message)") }
         if let lens { try NumericInput.check(lens, "--lens", in: 0...32, unit: "dioptres") }
+    }
+
+    /// --until as a wall time; nil for none or "stopped".
+    func endTime() throws -> WallClockTime? {
+        guard let until, until.lowercased() != "stopped" else { return nil }
+        return try NumericInput.wallTime(until, "--until")
     }
 
     /// --keep as bytes: 500MB, 1GB, 2TB (1 MB...1000 TB).
@@ -320,8 +330,8 @@ struct TimelapseCommand: AsyncParsableCommand {
         // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
         // slot so a wall-clock step reaches the schedule.
         var offset = Self.wallOffset(firstMetadata)
-        let startWall = WallClockTime(nanoseconds: cam.now.nanoseconds + offset)
-        let end = try until.map { try NumericInput.wallTime($0, "--until") }
+        let startWall = max(WallClockTime(nanoseconds: cam.now.nanoseconds + offset), try start.map { try NumericInput.wallTime($0, "--start") } ?? .init(nanoseconds: 0))
+        let end = try endTime()
         let plan: TimelapseSchedule.Plan
         if let slots = try atList() {
             // A list's numbering starts at the job's first slot, kept in the journal.
@@ -507,6 +517,46 @@ struct TimelapseCommand: AsyncParsableCommand {
             }
         }
         loop: while stop.reason == nil {
+            // Long until the next slot (the first one too, with a --start to come): stop the
+            // camera, and start it again before the slot by twice its slowest start-up so far,
+            // the lock's lead (some 30 frames of the first step) and a second.
+            if let idleStop, stop.reason == nil, schedule.total.map({ schedule.next < $0 }) ?? true {
+                let nextInstant = SensorTime(nanoseconds: schedule.wall(of: schedule.next).nanoseconds - offset)
+                let firstStep = (manual ?? ramp.settings(biases: biases).steps)[0].exposure + .milliseconds(40)
+                let wake = nextInstant - ((starts.max() ?? .seconds(1)) * 2 + firstStep * 30 + .seconds(1))
+                if plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true, wake - cam.now > idleStop {
+                    feed.idle(true)
+                    await session.stop()
+                    cam.release()
+                    stoppedFor += 1
+                    // Until the wake-up: at once in virtual time, else in steps of at
+                    // most a second so a signal still stops the job promptly.
+                    if virtual {
+                        SimulatedCamera.advanceVirtualClock(to: wake)
+                    } else {
+                        while stop.reason == nil, clockNow() < wake {
+                            try? await Task.sleep(for: min(.seconds(1), wake - clockNow()))
+                        }
+                    }
+                    if stop.reason != nil { break loop }
+                    // Awake: from here no frame is a sign of trouble again, so a camera
+                    // that cannot be started lets the watchdog lapse.
+                    feed.idle(false)
+                    while true {
+                        do {
+                            (cam, session, writer) = try await openCamera()
+                            feed.update(session)
+                            starts.append(startup)
+                            try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "stopped while idle")
+                            break
+                        } catch {
+                            if stop.reason != nil { break loop }
+                            notice("the camera cannot be started again (\(error)); trying again in 5 s")
+                            try? await Task.sleep(for: .seconds(5))
+                        }
+                    }
+                }
+            }
             if wanted.take() {
                 let (k, c) = pictures()
                 clearStatus()
@@ -638,46 +688,6 @@ struct TimelapseCommand: AsyncParsableCommand {
                             if stop.reason != nil { throw error }
                             notice("the camera cannot be opened yet (\(error)); trying again in 5 s")
                             try? await Task.sleep(for: .seconds(5))
-                        }
-                    }
-                }
-                if !cameraTrouble, let idleStop, stop.reason == nil, schedule.total.map({ schedule.next < $0 }) ?? true {
-                    // Long until the next slot: stop the camera, and start it again before the
-                    // slot by twice its slowest start-up so far, the lock's lead (some 30
-                    // frames of the first step) and a second.
-                    let nextInstant = SensorTime(nanoseconds: schedule.wall(of: schedule.next).nanoseconds - offset)
-                    let firstStep = (manual ?? ramp.settings(biases: biases).steps)[0].exposure + .milliseconds(40)
-                    let wake = nextInstant - ((starts.max() ?? .seconds(1)) * 2 + firstStep * 30 + .seconds(1))
-                    if plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true, wake - cam.now > idleStop {
-                        feed.idle(true)
-                        await session.stop()
-                        cam.release()
-                        stoppedFor += 1
-                        // Until the wake-up: at once in virtual time, else in steps of at
-                        // most a second so a signal still stops the job promptly.
-                        if virtual {
-                            SimulatedCamera.advanceVirtualClock(to: wake)
-                        } else {
-                            while stop.reason == nil, clockNow() < wake {
-                                try? await Task.sleep(for: min(.seconds(1), wake - clockNow()))
-                            }
-                        }
-                        if stop.reason != nil { break loop }
-                        // Awake: from here no frame is a sign of trouble again, so a camera
-                        // that cannot be started lets the watchdog lapse.
-                        feed.idle(false)
-                        while true {
-                            do {
-                                (cam, session, writer) = try await openCamera()
-                                feed.update(session)
-                                starts.append(startup)
-                                try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "stopped while idle")
-                                break
-                            } catch {
-                                if stop.reason != nil { break loop }
-                                notice("the camera cannot be started again (\(error)); trying again in 5 s")
-                                try? await Task.sleep(for: .seconds(5))
-                            }
                         }
                     }
                 }
