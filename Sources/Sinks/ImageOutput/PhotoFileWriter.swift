@@ -100,7 +100,8 @@ public final class PhotoFileWriter: Sendable {
     }
 
     var rawIndex: Int? { streams.firstIndex { $0.pixelFormat.bayer != nil } }
-    var yuvIndex: Int? { streams.firstIndex { $0.pixelFormat == .yuv420 } }
+    /// The stream JPEG is written from: YUV420, or else packed RGB (converted).
+    var yuvIndex: Int? { streams.firstIndex { $0.pixelFormat == .yuv420 } ?? streams.firstIndex { FrameCopy.encodesToJPEG($0.pixelFormat) } }
 
     /// Which formats these streams can write, and why not the others.
     public func check(_ formats: Set<PhotoFormat>) throws {
@@ -108,7 +109,7 @@ public final class PhotoFileWriter: Sendable {
             throw ShutterbugError(.invalidArgument, "DNG needs a raw stream; the session streams \(streams.map { "\($0.pixelFormat)" }.joined(separator: ", "))")
         }
         if formats.contains(.jpeg) && yuvIndex == nil {
-            throw ShutterbugError(.invalidArgument, "JPEG needs a YUV420 stream; the session streams \(streams.map { "\($0.pixelFormat)" }.joined(separator: ", "))")
+            throw ShutterbugError(.invalidArgument, "JPEG needs a YUV420 or RGB stream; the session streams \(streams.map { "\($0.pixelFormat)" }.joined(separator: ", "))")
         }
     }
 
@@ -184,10 +185,12 @@ public final class PhotoFileWriter: Sendable {
                     name = { step in template.render(time: time, capture: number, id: id, step: step, steps: steps, camera: model) }
                 }
                 let raw = settings.formats.contains(.dng) ? rawIndex.map { FrameCopy(photo.buffers[$0]) } : nil
-                let yuv = settings.formats.contains(.jpeg) ? yuvIndex.map { FrameCopy(photo.buffers[$0]) } : nil
+                let copy = settings.formats.contains(.jpeg) ? yuvIndex.map { FrameCopy(photo.buffers[$0]) } : nil
                 let metadata = photo.metadata
                 let step = photo.step
                 photo.release()
+                // Packed RGB is converted once the camera has its buffer back.
+                let yuv = copy?.yuv420()
                 record.add(step: step, metadata: metadata, facts: facts)
                 out.yield(.photoCaptured(step, metadata))
                 if metersLuma, let yuv, let luma = yuv.planes.first {
