@@ -103,4 +103,28 @@ struct LocksStateMachineTests {
         #expect(s.tick(now: t + .seconds(1)).map(\.id) == [2])
         #expect(s.isEmpty)
     }
+
+    @Test("a camera that reports no exposure (vimc): a frame counts as exposed after an instant once its readout is a frame (FrameDuration, or the measured interval) after it, never sooner; with nothing to bound it, never")
+    func triggerSelectWithoutExposure() {
+        let t = SensorTime(nanoseconds: 10_000_000_000)
+        func frame(readout: SensorTime, duration: Duration? = nil, measured: Duration? = nil) -> FrameMetadata {
+            var m = FrameMetadata(sequence: 1, sensorTimestamp: readout, frameDuration: duration)
+            m.measuredFrameInterval = measured
+            return m
+        }
+        var s = TriggerSelect()
+        s.add(id: 1, exposedAfter: t, deadline: t + .seconds(1))
+        // Read out 26 ms after the instant, 33 ms after the previous: may have begun 7 ms before it.
+        #expect(s.complete(status: .complete, metadata: frame(readout: t + .milliseconds(26), measured: .milliseconds(33))) == nil)
+        #expect(s.complete(status: .complete, metadata: frame(readout: t + .milliseconds(59), measured: .milliseconds(33)))?.id == 1)
+        s.add(id: 2, exposedAfter: t, deadline: t + .seconds(1))
+        #expect(s.complete(status: .complete, metadata: frame(readout: t + .milliseconds(20), duration: .milliseconds(25))) == nil)
+        #expect(s.complete(status: .complete, metadata: frame(readout: t + .milliseconds(25), duration: .milliseconds(25)))?.id == 2)
+        s.add(id: 3, exposedAfter: t, deadline: t + .seconds(1))
+        #expect(s.complete(status: .complete, metadata: frame(readout: t + .seconds(5))) == nil, "nothing bounds its exposure")
+        // Where the exposure is reported, that is the rule, not the bound.
+        var exact = frame(readout: t + .milliseconds(5), duration: .milliseconds(33))
+        exact.exposureTime = .milliseconds(4)
+        #expect(exact.earliestExposureStart == t + .milliseconds(1) && exact.exposureStart == exact.earliestExposureStart)
+    }
 }

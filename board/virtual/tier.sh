@@ -96,4 +96,34 @@ udevadm settle --timeout=30 2>/dev/null
 out=$("$build/shutterbug" stream --frames 5 --size 636x480 2>&1)
 echo "$out" | tail -2
 step grep -q "^5 frames" <<<"$out"
+
+# A timelapse on vimc (no exposure control: a photo per slot at the camera's own exposure, its
+# RGB written as JPEG) whose camera goes away mid-run: the slot is recorded as failed and the job
+# exits 75 (what systemd's Restart= acts on); bound again, the same command resumes the job, the
+# slots passed meanwhile recorded as missed, and runs it to its end.
+tl=(timeout -k 5 300 "$build/shutterbug" timelapse --interval 3s --count 20 --size 636x480 --job vimc --output /tmp/tl-vimc --json)
+"${tl[@]}" >/tmp/tl1.out 2>/tmp/tl1.err &
+pid=$!
+for _ in $(seq 1 900); do [ "$(grep -c '"state":"taken"' /tmp/tl1.out)" -ge 2 ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+echo "$vimc" >/sys/bus/platform/drivers/vimc/unbind
+wait $pid
+rc=$?
+grep -v '^\[' /tmp/tl1.err | tail -3
+echo "timelapse after unbind: exit $rc, $(grep -c '"state":"taken"' /tmp/tl1.out) slots taken before"
+step test "$rc" -eq 75
+step test "$(grep -c '"state":"taken"' /tmp/tl1.out)" -ge 2
+step grep -q '"state":"failed"' /tmp/tl1.out
+echo "$vimc" >/sys/bus/platform/drivers/vimc/bind
+udevadm settle --timeout=30 2>/dev/null
+"${tl[@]}" >/tmp/tl2.out 2>/tmp/tl2.err
+rc=$?
+grep -v '^\[' /tmp/tl2.err | tail -3
+tail -1 /tmp/tl2.out
+step test "$rc" -eq 0
+step grep -q '"journalIntegrity":"ok"' /tmp/tl2.out
+# Every one of the 20 slots is in the journal once: taken, failed or missed; some taken again
+# after the camera came back.
+step test "$(sqlite3 /tmp/tl-vimc/timelapse.sqlite "SELECT count(*), count(DISTINCT idx), min(idx), max(idx) FROM slots")" = "20|20|0|19"
+step test "$(grep -c '"state":"taken"' /tmp/tl2.out)" -ge 2
+step djpeg -outfile /dev/null "$(sqlite3 /tmp/tl-vimc/timelapse.sqlite "SELECT path FROM files WHERE path LIKE '%.jpg' ORDER BY rowid DESC LIMIT 1")"
 exit $failed

@@ -23,7 +23,8 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     private let manager: LibcameraManager
     private let handle: OpaquePointer
     private let control = Mutex(ControlState())
-    private let drainLock = Mutex(())
+    /// Serialises the drain; holds the previous frame's timestamp (for `measuredFrameInterval`).
+    private let drainLock = Mutex<SensorTime?>(nil)
     /// A pipe whose write end wakes the drain thread to exit.
     private let wakePipe: (read: Int32, write: Int32)
     private var drainThread: OSThread?
@@ -251,11 +252,20 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
 
     /// Moves every completion from the bridge to `completions`, in order.
     private func drain() {
-        drainLock.withLock { _ in
+        drainLock.withLock { previous in
             var c = sbc_completion()
             while sbc_camera_next_completion(handle, &c) == 1 {
                 let boxes = control.withLock { $0.boxes.indices.contains(Int(c.slot)) ? $0.boxes[Int(c.slot)] : [] }
-                completions.push(CompletedRequest(c, buffers: boxes))
+                var r = CompletedRequest(c, buffers: boxes)
+                // A camera that reports neither its exposure nor its frame duration (vimc):
+                // the interval since the previous frame bounds when its exposure began.
+                if r.status != .cancelled, let t = r.metadata.sensorTimestamp {
+                    if r.metadata.exposureTime == nil, r.metadata.frameDuration == nil, let p = previous, t > p {
+                        r.metadata.measuredFrameInterval = t - p
+                    }
+                    previous = t
+                }
+                completions.push(r)
             }
         }
     }

@@ -327,6 +327,17 @@ struct TimelapseCommand: AsyncParsableCommand {
         let firstMetadata = first.metadata
         first.release()
         let limits = cam.controlLimits
+        // A camera with no exposure control (vimc, some USB cameras) takes a photo per slot at
+        // its own exposure: no ramp, no bracket, and phase-locked only where it has
+        // frame-duration control.
+        let plain = !limits.supported.isSuperset(of: [.exposureTime, .analogueGain])
+        let lockable = !noPhaseLock && limits.supported.contains(.frameDurationLimits)
+        if plain {
+            guard manual == nil, biases == [0] else {
+                throw ValidationError("\(cam.info.id) has no exposure control (ExposureTime, AnalogueGain): a timelapse on it takes a photo at the camera's own exposure per slot; give no --ev or --exposures")
+            }
+            notice("\(cam.info.id) has no exposure control: each slot is a photo at the camera's own exposure (no ramp)\(lockable ? "" : ", not phase-locked")")
+        }
         // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
         // slot so a wall-clock step reaches the schedule.
         var offset = Self.wallOffset(firstMetadata)
@@ -599,7 +610,8 @@ struct TimelapseCommand: AsyncParsableCommand {
                 }
                 tookOne = true
                 let (steps, shift) = manual.map { ($0, 0.0) } ?? ramp.settings(biases: biases)
-                let settings = PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant, phaseLocked: !noPhaseLock)
+                let settings = plain ? PhotoSettings(formats: formats, exposedAfter: instant, phaseLocked: lockable)
+                    : PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant, phaseLocked: lockable)
                 var frames: [TimelapseJournal.FrameRecord] = []
                 var files: [TimelapseJournal.FileRecord] = []
                 var means: [Int: Double] = [:]
@@ -633,7 +645,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 // Meter the frame nearest 0 EV and move the ramp for the next slot.
                 var decision: ExposureRamp.Decision?
                 let zero = biases.indices.min { abs(biases[$0]) < abs(biases[$1]) }!
-                if manual == nil, let mean = means[zero], let m = frames.first(where: { $0.step == zero })?.metadata {
+                if manual == nil, !plain, let mean = means[zero], let m = frames.first(where: { $0.step == zero })?.metadata {
                     let exposedWith = ExposureRamp.Settings(exposure: m.exposureTime ?? steps[zero].exposure,
                                                             gain: (m.analogueGain?.value ?? steps[zero].gain) * (m.digitalGain?.value ?? 1))
                     // The ramp meters the base frame; a biased or shifted one is brought back to 0 EV.

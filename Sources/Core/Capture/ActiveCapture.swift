@@ -93,7 +93,7 @@ extension CaptureSession {
             capture.continuation.yield(.settingsResolved(capture.resolved))
             // A triggered sensor's frame for this instant may have come back before the
             // capture was asked for: it was kept, and is the photo.
-            if let instant = capture.settings.exposedAfter, let r = retained, let start = r.metadata.exposureStart, start >= instant {
+            if let instant = capture.settings.exposedAfter, let r = retained, let start = r.metadata.earliestExposureStart, start >= instant {
                 retained = nil
                 capture.phase = .single(after: nil)
                 // Its slot's hold passes from the session to the photo.
@@ -188,7 +188,7 @@ extension CaptureSession {
             capture.lastProgress = now()
             guard c.status == .complete, after.map({ c.metadata.sequence > $0 }) ?? true else { return false }
             if let instant = capture.settings.exposedAfter {
-                guard let start = c.metadata.exposureStart, start >= instant else { return false }
+                guard let start = c.metadata.earliestExposureStart, start >= instant else { return false }
             }
             capture.resolved.steps[0].actual = c.metadata
             capture.photos[0] = (c, capture.resolved.steps[0])

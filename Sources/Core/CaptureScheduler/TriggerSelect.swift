@@ -2,7 +2,8 @@ import ShutterbugCore
 
 /// Trigger-to-frame selection as a pure state machine: each waiter wants the first frame whose
 /// exposure began at or after its instant (`SensorTimestamp - ExposureTime >= instant`,
-/// CAMERA-FACTS §5), and gives up at its deadline on the camera's clock.
+/// CAMERA-FACTS §5; for a camera that does not report its exposure, the earliest it can have
+/// begun), and gives up at its deadline on the camera's clock.
 public struct TriggerSelect: Sendable {
     public struct Waiter: Sendable, Hashable {
         public var id: Int
@@ -25,7 +26,7 @@ public struct TriggerSelect: Sendable {
     /// The waiter this frame satisfies (the oldest whose instant the exposure began after), if
     /// any; it is removed. A start-up or failed frame satisfies nobody.
     public mutating func complete(status: CompletedRequest.Status, metadata m: FrameMetadata) -> Waiter? {
-        guard status == .complete, let start = m.exposureStart,
+        guard status == .complete, let start = m.earliestExposureStart,
               let i = waiters.firstIndex(where: { start >= $0.instant }) else { return nil }
         return waiters.remove(at: i)
     }

@@ -37,6 +37,10 @@ public struct FrameMetadata: Hashable, Sendable {
     public var afState: AutofocusState?
     /// CLOCK_REALTIME at the instant of `sensorTimestamp` (`FrameWallClock`, libcamera 0.5.2 on).
     public var wallClock: WallClockTime?
+    /// The time since the previous frame's `sensorTimestamp`, measured by the backend where the
+    /// camera reports neither `ExposureTime` nor `FrameDuration` (vimc, some USB cameras); not
+    /// a libcamera control.
+    public var measuredFrameInterval: Duration?
 
     public init(
         sequence: UInt32, sensorTimestamp: SensorTime? = nil, exposureTime: Duration? = nil,
@@ -61,6 +65,17 @@ public struct FrameMetadata: Hashable, Sendable {
     public var exposureStart: SensorTime? {
         guard let t = sensorTimestamp, let e = exposureTime else { return nil }
         return t - e
+    }
+
+    /// The earliest the first row's exposure can have begun: `exposureStart` where the camera
+    /// reports its exposure, else the start of readout less a frame (`FrameDuration`, or the
+    /// measured interval), since an exposure lasts at most a frame. A frame whose earliest start
+    /// is at or after an instant was exposed after it, whatever the camera reports; every "first
+    /// frame exposed after" rule compares this.
+    public var earliestExposureStart: SensorTime? {
+        if let s = exposureStart { return s }
+        guard let t = sensorTimestamp, let f = frameDuration ?? measuredFrameInterval else { return nil }
+        return t - f
     }
 
     /// Total gain (analogue × digital), the factor pixel values scale with besides exposure.
