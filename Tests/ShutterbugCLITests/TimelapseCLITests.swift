@@ -340,4 +340,41 @@ struct TimelapseCLITests {
             }
         }
     }
+
+    @Test("white balance is cross-faded: the light changes between runs (3000 K, then daylight), the resumed job starts from the journal's gains and moves each slot at most --wb-step towards what AWB measures, every frame of a slot carrying the gains applied; --wb-step 0 leaves AWB alone")
+    func whiteBalanceFade() async throws {
+        let dir = NSTemporaryDirectory() + "sb-timelapse-wb-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let args = ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--interval", "10s", "--ev", "-1,0,1", "--output", dir, "--json"]
+        func applied(_ out: String) throws -> [(slot: Int, red: Double, blue: Double, measuredRed: Double, frames: [Double])] {
+            let (slots, _) = try lines(out)
+            return try slots.map { s in
+                let w = try #require(s["whiteBalance"] as? [String: Any], "\(s)")
+                return (s["slot"] as? Int ?? -1, w["appliedRed"] as? Double ?? 0, w["appliedBlue"] as? Double ?? 0, w["measuredRed"] as? Double ?? 0,
+                        s["colourGains"] as? [Double] ?? [])
+            }
+        }
+        let warm = try await runChild(Self.exe, args + ["--count", "3", "--illuminant", "3000"])
+        #expect(warm.status == 0, "\(warm.err)")
+        let first = try applied(warm.out)
+        let day = try await runChild(Self.exe, args + ["--count", "14", "--illuminant", "d65"])
+        #expect(day.status == 0, "\(day.err)")
+        let second = try applied(day.out)
+        #expect(second.count == 11 && second.first?.slot == 3)
+        var previous = try #require(first.last)
+        for s in second {
+            #expect(abs(log2(s.red / previous.red)) <= 0.1 + 1e-9 && abs(log2(s.blue / previous.blue)) <= 0.1 + 1e-9, "slot \(s.slot): \(previous) -> \(s)")
+            #expect(s.red >= previous.red - 1e-9 && s.red <= s.measuredRed + 1e-9, "towards daylight's red gain")
+            #expect(s.frames.count == 2 && abs(s.frames[0] - s.red) < 1e-6 && abs(s.frames[1] - s.blue) < 1e-6, "the slot's frames carry \(s.red), \(s.blue): \(s.frames)")
+            previous = s
+        }
+        // It arrives: the last slots are within a few percent of daylight's gains.
+        #expect(abs(log2(previous.red / previous.measuredRed)) < 0.05, "\(previous)")
+        let off = try await runChild(Self.exe, ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--interval", "10s",
+                                                "--count", "2", "--wb-step", "0", "--output", dir + "-off", "--json"])
+        defer { try? FileManager.default.removeItem(atPath: dir + "-off") }
+        #expect(off.status == 0 && !off.out.contains("whiteBalance"), "\(off.err)")
+        let bad = try await runChild(Self.exe, args + ["--count", "1", "--wb-step", "5"])
+        #expect(bad.status == 64 && bad.err.contains("--wb-step"), "\(bad.err)")
+    }
 }

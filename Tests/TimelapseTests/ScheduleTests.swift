@@ -172,3 +172,29 @@ struct RampTests {
         #expect(abs(ramp.settings(bias: -2).total / ramp.settings.total - 0.25) < 1e-6)
     }
 }
+
+@Suite("White balance cross-faded from slot to slot")
+struct WhiteBalanceFadeTests {
+    @Test("the first slot takes what AWB measures; after a jump in the light each slot moves halfway, at most the bound per slot, and arrives")
+    func fade() {
+        var f = WhiteBalanceFade(maxStep: 0.1)
+        let daylight = ColourGains(red: 2.0, blue: 1.6), tungsten = ColourGains(red: 1.2, blue: 2.8)
+        #expect(f.next(measured: daylight) == daylight)
+        var previous = daylight
+        var slots = 0
+        while slots < 200 {
+            let g = f.next(measured: tungsten)
+            #expect(abs(log2(g.red / previous.red)) <= 0.1 + 1e-12 && abs(log2(g.blue / previous.blue)) <= 0.1 + 1e-12, "\(previous) -> \(g)")
+            // Always between where it was and where it is going.
+            #expect(g.red <= previous.red && g.red >= tungsten.red - 1e-9 && g.blue >= previous.blue && g.blue <= tungsten.blue + 1e-9)
+            previous = g
+            slots += 1
+            if abs(log2(g.red / tungsten.red)) < 0.001 && abs(log2(g.blue / tungsten.blue)) < 0.001 { break }
+        }
+        // 0.74 stops of red at 0.1 per slot, then halving: some 7 slots bound, then about ten more.
+        #expect(slots > 7 && slots < 30, "\(slots) slots")
+        // Restored from the journal, it goes on from the gains it had.
+        var resumed = WhiteBalanceFade(maxStep: 0.1, applied: daylight)
+        #expect(abs(log2(resumed.next(measured: tungsten).red / daylight.red) + 0.1) < 1e-9)
+    }
+}

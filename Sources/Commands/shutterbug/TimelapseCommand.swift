@@ -93,6 +93,9 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("How much darker the night is kept, in EV (-4...0).", valueName: "ev"))
     var nightOffset: Double = -1
 
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("White balance cross-faded: each slot is taken with gains moved towards what AWB measures between slots, halfway and at most this many stops per slot (0.01...2); 0 leaves AWB to the camera frame by frame.", valueName: "stops"))
+    var wbStep: Double = 0.1
+
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Free space to leave on the output filesystem, in MiB (0...1048576): below it the job pauses, and resumes when space returns.", valueName: "MiB"))
     var reserve: Int = 64
 
@@ -140,6 +143,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         try NumericInput.check(maxGain, "--max-gain", in: 1...64)
         try NumericInput.check(rampStep, "--ramp-step", in: 0.01...3, unit: "EV")
         try NumericInput.check(nightOffset, "--night-offset", in: -4...0, unit: "EV")
+        if wbStep != 0 { try NumericInput.check(wbStep, "--wb-step", in: 0.01...2, unit: "stops (or 0)") }
         _ = try keepBytes()
         _ = try idleStop()
         if let keepDays { try NumericInput.check(keepDays, "--keep-days", in: 0.001...36_500, unit: "days") }
@@ -375,6 +379,9 @@ struct TimelapseCommand: AsyncParsableCommand {
         let startSettings = resume.ramp ?? .init(exposure: firstMetadata.exposureTime ?? .milliseconds(10),
                                                   gain: (firstMetadata.analogueGain?.value ?? 1) * (firstMetadata.digitalGain?.value ?? 1))
         var ramp = ExposureRamp(rampConfig, settings: startSettings)
+        // White balance cross-faded from slot to slot where the camera can fix it.
+        let fadesWhiteBalance = wbStep > 0 && limits.supported.isSuperset(of: [.colourGains, .awbEnable])
+        var whiteBalance = WhiteBalanceFade(maxStep: wbStep, applied: resume.whiteBalance)
 
         var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
         try journal.setAnchor(schedule.anchor)
@@ -472,6 +479,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             var files: [TimelapseJournal.FileRecord] = []
             var decision: ExposureRamp.Decision?
             var rampAfter: ExposureRamp.Settings?
+            var whiteBalanceAfter: ColourGains?
             var keogram: [UInt8]?
             var thumbnail: TimelapseJournal.Thumbnail?
         }
@@ -484,7 +492,8 @@ struct TimelapseCommand: AsyncParsableCommand {
         func flushJournal() throws {
             while let r = unjournalled.first {
                 do {
-                    try journal.record(r.slot, frames: r.frames, files: r.files, decision: r.decision, rampAfter: r.rampAfter, keogram: r.keogram, thumbnail: r.thumbnail)
+                    try journal.record(r.slot, frames: r.frames, files: r.files, decision: r.decision, rampAfter: r.rampAfter, whiteBalanceAfter: r.whiteBalanceAfter,
+                                       keogram: r.keogram, thumbnail: r.thumbnail)
                     unjournalled.removeFirst()
                 } catch let e as ShutterbugError where e.code == .noSpace {
                     if unjournalled.count == 1 { notice("the journal cannot be written (\(e.message)); its slots are kept until it can") }
@@ -620,6 +629,20 @@ struct TimelapseCommand: AsyncParsableCommand {
                 var cameraTrouble = false
                 var failure: String?
                 var lockNote: String?
+                // The slot's white balance: from the last slot's towards what AWB measures now,
+                // locked for the slot's frames, then AWB again until the next.
+                var wb: (measured: ColourGains, applied: ColourGains)?
+                if fadesWhiteBalance, let measured = await session.latestFrame?.colourGains {
+                    var fade = whiteBalance
+                    let gains = fade.next(measured: measured)
+                    do {
+                        _ = try await session.configure { $0.lockedWhiteBalance = gains }
+                        whiteBalance = fade
+                        wb = (measured, gains)
+                    } catch {
+                        notice("slot \(k): white balance not locked (\(error)); the camera's AWB as it is")
+                    }
+                }
                 do {
                     for try await e in writer.capture(settings, on: session) {
                         switch e {
@@ -637,6 +660,13 @@ struct TimelapseCommand: AsyncParsableCommand {
                 } catch {
                     failure = "\(error)"
                     cameraTrouble = (error as? ShutterbugError).map { [.cameraLost, .timeout, .system].contains($0.code) } ?? false
+                }
+                if wb != nil, (try? await session.configure { $0.autoWhiteBalance = true }) != nil {
+                    // A few frames with AWB running again, so the next slot sees what it
+                    // measures (in real time frames keep coming anyway; in virtual time only
+                    // while asked for).
+                    let period = await session.latestFrame?.frameDuration ?? .milliseconds(50)
+                    if let f = try? await session.captureFrame(exposedAfter: cam.now + period * 4, timeout: .seconds(5)) { f.release() }
                 }
                 if await session.failureReason != nil { cameraTrouble = true }
                 schedule.taken(k)
@@ -663,10 +693,10 @@ struct TimelapseCommand: AsyncParsableCommand {
                 }
                 try record(Pending(slot: .init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
                                                captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)), number: nil),
-                                   frames: frames, files: files, decision: decision, rampAfter: ramp.settings, keogram: columns[zero], thumbnail: thumbnail))
+                                   frames: frames, files: files, decision: decision, rampAfter: ramp.settings, whiteBalanceAfter: wb?.applied, keogram: columns[zero], thumbnail: thumbnail))
                 counts[state, default: 0] += 1
                 clearStatus()
-                report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count, lock: lockNote, luma: means[zero])
+                report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count, lock: lockNote, luma: means[zero], whiteBalance: wb)
                 notifier?.status("slot \(k)\(schedule.total.map { "/\($0)" } ?? "") \(state.rawValue) at \(wall); \(steps[zero].exposure.exposureDescription) gain \(String(format2: steps[zero].gain)); \(counts[.taken] ?? 0) taken this run")
                 lastSettings = steps[zero]
                 lastPhase = decision?.phase ?? lastPhase
@@ -793,7 +823,8 @@ struct TimelapseCommand: AsyncParsableCommand {
     }
 
     private func report(slot k: Int, wall: WallClockTime, state: TimelapseJournal.SlotState, reason: String?, instant: SensorTime? = nil, start: SensorTime? = nil,
-                        frames: [TimelapseJournal.FrameRecord] = [], decision: ExposureRamp.Decision? = nil, files: Int = 0, lock: String? = nil, luma: Double? = nil) {
+                        frames: [TimelapseJournal.FrameRecord] = [], decision: ExposureRamp.Decision? = nil, files: Int = 0, lock: String? = nil, luma: Double? = nil,
+                        whiteBalance wb: (measured: ColourGains, applied: ColourGains)? = nil) {
         if json {
             var o = JSONObject()
             o.add("slot", k)
@@ -822,6 +853,15 @@ struct TimelapseCommand: AsyncParsableCommand {
                 r.add("nextGain", d.to.gain)
                 o.add("ramp", object: r)
             }
+            if let wb {
+                var w = JSONObject()
+                w.add("measuredRed", wb.measured.red)
+                w.add("measuredBlue", wb.measured.blue)
+                w.add("appliedRed", wb.applied.red)
+                w.add("appliedBlue", wb.applied.blue)
+                o.add("whiteBalance", object: w)
+            }
+            o.add("colourGains", numbers: frames.compactMap { $0.metadata.colourGains.map { [$0.red, $0.blue] } }.first ?? [])
             o.add("files", files)
             print(o.text)
             // One line per slot as it happens, also into a pipe (a service, a log).

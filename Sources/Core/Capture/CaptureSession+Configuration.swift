@@ -21,6 +21,9 @@ extension CaptureSession {
         public var lockedWhiteBalance: ColourGains?
         /// Back to continuous auto exposure, white balance and focus.
         public var continuousAuto = false
+        /// Back to auto white balance after `lockedWhiteBalance`, exposure and focus left as
+        /// they are. It eases from the locked gains, so it reports no sync point.
+        public var autoWhiteBalance = false
         public init() {}
     }
 
@@ -97,6 +100,11 @@ extension CaptureSession {
             baseline.afMode = .manual
             baseline.lensPosition = Dioptres(clamped)
             kinds.append(.focus(clamped))
+        }
+        if config.autoWhiteBalance, config.lockedWhiteBalance == nil {
+            controls.awbEnabled = true
+            baseline.awbEnabled = true
+            baseline.colourGains = nil
         }
         if let g = config.lockedWhiteBalance {
             guard supported.contains(.colourGains) else {

@@ -27,6 +27,8 @@ public final class TimelapseJournal: @unchecked Sendable {
         public var skipped: Int
         /// The highest file number used, so numbering continues.
         public var lastNumber: Int
+        /// The white balance the last slot was taken with, where it was cross-faded.
+        public var whiteBalance: ColourGains? = nil
     }
 
     public enum SlotState: String, Sendable, CaseIterable {
@@ -129,6 +131,7 @@ public final class TimelapseJournal: @unchecked Sendable {
             CREATE TABLE IF NOT EXISTS camera_starts(job INTEGER NOT NULL REFERENCES jobs(id), wall_ns INTEGER NOT NULL, startup_ns INTEGER NOT NULL,
                 before_slot INTEGER, reason TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS ramp(job INTEGER PRIMARY KEY REFERENCES jobs(id), exposure_ns INTEGER NOT NULL, gain REAL NOT NULL, after_slot INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS white_balance(job INTEGER PRIMARY KEY REFERENCES jobs(id), red REAL NOT NULL, blue REAL NOT NULL, after_slot INTEGER NOT NULL);
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '\(Self.schemaVersion)');
             """)
         jobName = name
@@ -157,8 +160,10 @@ public final class TimelapseJournal: @unchecked Sendable {
     public func resume() throws -> Resume {
         let counts = try database.query("SELECT max(idx), sum(state = 'taken'), sum(state != 'taken'), max(number) FROM slots WHERE job = ?", [.int(jobID)])[0]
         let ramp = try database.query("SELECT exposure_ns, gain FROM ramp WHERE job = ?", [.int(jobID)]).first
+        let wb = try database.query("SELECT red, blue FROM white_balance WHERE job = ?", [.int(jobID)]).first
         return Resume(lastSlot: counts[0].int.map(Int.init), ramp: ramp.map { .init(exposure: .nanoseconds($0[0].int!), gain: $0[1].double!) },
-                      taken: Int(counts[1].int ?? 0), skipped: Int(counts[2].int ?? 0), lastNumber: Int(counts[3].int ?? 0))
+                      taken: Int(counts[1].int ?? 0), skipped: Int(counts[2].int ?? 0), lastNumber: Int(counts[3].int ?? 0),
+                      whiteBalance: wb.map { ColourGains(red: $0[0].double!, blue: $0[1].double!) })
     }
 
     /// Records one slot whole: the slot, its frames, files, ramp decision and the ramp state
@@ -167,7 +172,7 @@ public final class TimelapseJournal: @unchecked Sendable {
     /// photo, small, kept while the slot is one of those spread evenly over the run
     /// (`RunSheet.stride`).
     public func record(_ slot: SlotRecord, frames: [FrameRecord] = [], files: [FileRecord] = [], decision: ExposureRamp.Decision? = nil,
-                       rampAfter: ExposureRamp.Settings? = nil, keogram: [UInt8]? = nil, thumbnail: Thumbnail? = nil) throws {
+                       rampAfter: ExposureRamp.Settings? = nil, whiteBalanceAfter: ColourGains? = nil, keogram: [UInt8]? = nil, thumbnail: Thumbnail? = nil) throws {
         try database.transaction {
             var error = Value.null
             if let i = slot.instant, let e = slot.exposureStart { error = .int((e - i).nanosecondsValue) }
@@ -206,6 +211,10 @@ public final class TimelapseJournal: @unchecked Sendable {
             if let r = rampAfter {
                 try database.query("INSERT INTO ramp(job, exposure_ns, gain, after_slot) VALUES (?,?,?,?) ON CONFLICT(job) DO UPDATE SET exposure_ns = excluded.exposure_ns, gain = excluded.gain, after_slot = excluded.after_slot",
                                    [.int(jobID), .int(r.exposure.nanosecondsValue), .double(r.gain), .int(Int64(slot.index))])
+            }
+            if let w = whiteBalanceAfter {
+                try database.query("INSERT INTO white_balance(job, red, blue, after_slot) VALUES (?,?,?,?) ON CONFLICT(job) DO UPDATE SET red = excluded.red, blue = excluded.blue, after_slot = excluded.after_slot",
+                                   [.int(jobID), .double(w.red), .double(w.blue), .int(Int64(slot.index))])
             }
         }
     }
