@@ -48,7 +48,7 @@ struct JobFileCLITests {
         #expect(lines.contains { $0.hasPrefix("\(file):7: count: The value 'abc' is invalid") })
         // The file gives no valid end: said once, without a line.
         #expect(lines.contains("\(file): give --count N or --until TIME: a timelapse needs an end (--until stopped runs until it is stopped)"))
-        #expect(lines.last == "\(file): 5 mistakes", "\(check.out)")
+        #expect(lines.last == "\(file): 5 mistakes (checked as timelapse's job file)", "\(check.out)")
         let run = try await runChild(Self.exe, ["timelapse", "--job-file", file, "--virtual-time"])
         #expect(run.status == 64 && run.err.contains("the job file has 5 mistakes") && run.err.contains("bad.yaml:3: intervall"), "\(run.err)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/out"), "nothing was written")

@@ -144,4 +144,73 @@ struct ServeCLITests {
         #expect(ok.status == 200 && ok.json?["camera"] as? String == "sim:imx477")
         #expect(s.stop() == 0)
     }
+
+    @Test("serve --config: the service's options from YAML (here its token file), the command line's over them; config check names a serve file's mistakes at their lines, the sections this version does not run among them")
+    func configuration() async throws {
+        let dir = NSTemporaryDirectory() + "sb-serve-config-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let token = "a-token-of-24-characters"
+        try token.write(toFile: dir + "/token", atomically: true, encoding: .utf8)
+        try """
+            # the camera on the roof
+            token-file: \(dir)/token
+            rate-limit: 50
+            output: \(dir)/out
+            """.write(toFile: dir + "/serve.yaml", atomically: true, encoding: .utf8)
+        let check = try await runChild(OutputCLITests.exe, ["config", "check", dir + "/serve.yaml"])
+        #expect(check.status == 0 && check.out.contains("no mistakes (checked as serve's configuration)"), "\(check.out)")
+        let s = try Server(["--config", dir + "/serve.yaml"])
+        #expect(try await call(s.base + "api/status").status == 401, "the file's token is required")
+        #expect(try await call(s.base + "api/status", token: token).status == 200)
+        #expect(s.stop() == 0)
+
+        try """
+            listen: nowhere
+            rate-limt: 5
+            jobs:
+              - job: roof
+                interval: 30s
+            output: \(dir)/out
+            """.write(toFile: dir + "/bad.yaml", atomically: true, encoding: .utf8)
+        let bad = try await runChild(OutputCLITests.exe, ["config", "check", dir + "/bad.yaml"])
+        #expect(bad.status == 65, "\(bad.out)")
+        let lines = bad.out.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("\(dir)/bad.yaml:1: listen: --listen must be HOST:PORT") }, "\(bad.out)")
+        #expect(lines.contains("\(dir)/bad.yaml:2: rate-limt: Unknown option '--rate-limt'. Did you mean '--rate-limit'?"), "\(bad.out)")
+        #expect(lines.contains { $0.hasPrefix("\(dir)/bad.yaml:4: jobs: timelapse jobs inside the service are not run by this version yet") }, "\(bad.out)")
+        let refused = try await runChild(OutputCLITests.exe, ["serve", "--config", dir + "/bad.yaml"])
+        #expect(refused.status == 64 && refused.err.contains("the configuration has 3 mistakes"), "\(refused.err)")
+    }
+
+    @Test("the rate limit: past its burst a client gets 429 with Retry-After and a message naming the limit, and is let in again as its bucket refills; --rate-limit out of range is refused")
+    func rateLimit() async throws {
+        // Loopback is not limited by default; --limit-loopback makes this client count.
+        let s = try Server(["--rate-limit", "5", "--limit-loopback"])
+        var codes: [Int] = []
+        var refused: Reply?
+        for _ in 0..<14 {
+            let r = try await call(s.base + "api/status")
+            codes.append(r.status)
+            if r.status == 429, refused == nil { refused = r }
+        }
+        // A burst of 10, then refused (the bucket refills at 5 a second, a request or so more).
+        #expect(codes.prefix(10).allSatisfy { $0 == 200 } && codes.filter { $0 == 429 }.count >= 2, "\(codes)")
+        #expect(refused?.text.contains("at most 5 a second (bursts of 10)") == true, "\(refused?.text ?? "-")")
+        let clock = ContinuousClock()
+        let start = clock.now
+        var back = false
+        // Refilled within about a second: asked again until it answers, for at most 3 s.
+        while clock.now - start < .seconds(3) {
+            if try await call(s.base + "api/status").status == 200 { back = true; break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(back)
+        #expect(s.stop() == 0)
+        let unlimited = try Server()
+        for _ in 0..<30 { #expect(try await call(unlimited.base + "api/status").status == 200) }
+        #expect(unlimited.stop() == 0)
+        let wrong = try await runChild(OutputCLITests.exe, ["serve", "--output", "/tmp/x", "--rate-limit", "-1"])
+        #expect(wrong.status == 64 && wrong.err.contains("--rate-limit"), "\(wrong.err)")
+    }
 }

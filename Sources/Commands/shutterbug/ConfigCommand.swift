@@ -9,29 +9,49 @@ struct ConfigCommand: ParsableCommand {
 
     struct Check: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check a timelapse job file: every mistake, each at its line (exit 0 when there is none, 65 when there are).",
+            abstract: "Check a timelapse job file or the service's configuration: every mistake, each at its line (exit 0 when there is none, 65 when there are).",
             discussion: """
-                A job file is YAML whose keys are `shutterbug timelapse`'s long options, e.g.
+                Both are YAML whose keys are a command's long options. A job file, used as \
+                `shutterbug timelapse --job-file FILE`:
                   job: roof
                   interval: 30s
                   ev: [-2, 0, 2]
                   until: 2026-12-01T08:00
                   output: /srv/timelapse
-                and is used as `shutterbug timelapse --job-file FILE`, the command line's own \
-                options overriding the file's.
+                The service's configuration, used as `shutterbug serve --config FILE`:
+                  listen: 0.0.0.0:8080
+                  token-file: /etc/shutterbug/token
+                  output: /var/lib/shutterbug
+                Options on the command line override the file's. Which kind a file is comes from \
+                its keys (listen, token-file, rate-limit, jobs or triggers make it the service's), \
+                or from --for.
                 """)
 
         @Argument(help: ArgumentHelp("The file to check.", valueName: "file"))
         var file: String
 
+        @Option(name: .customLong("for"), help: ArgumentHelp("The command the file is for: timelapse or serve (default: from its keys).", valueName: "command"))
+        var command: String?
+
+        func validate() throws {
+            if let command, !["timelapse", "serve"].contains(command) { throw ValidationError("--for must be timelapse or serve, not '\(command)'") }
+        }
+
         func run() throws {
-            let problems = JobFile.check(path: file)
+            let kind: OptionFile
+            if let command {
+                kind = command == "serve" ? .serve : .timelapse
+            } else {
+                let keys = Set(((try? OptionDocument(path: file).options(nested: ["jobs", "triggers"])).map { $0.options.map(\.key) + $0.nested.keys }) ?? [])
+                kind = keys.isDisjoint(with: ["listen", "token-file", "rate-limit", "jobs", "triggers"]) ? .timelapse : .serve
+            }
+            let problems = kind.check(path: file)
             guard problems.isEmpty else {
                 for p in problems { print(p) }
-                print("\(file): \(problems.count) mistake\(problems.count == 1 ? "" : "s")")
+                print("\(file): \(problems.count) mistake\(problems.count == 1 ? "" : "s") (checked as \(kind.command)'s \(kind.what))")
                 throw ExitCode(65)
             }
-            print("\(file): no mistakes")
+            print("\(file): no mistakes (checked as \(kind.command)'s \(kind.what))")
         }
     }
 }

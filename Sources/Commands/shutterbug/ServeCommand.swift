@@ -28,6 +28,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var camera: CameraOptions
 
+    @Option(name: .long, help: ArgumentHelp("Read the service's options from a YAML file whose keys are these options' long names (listen: 0.0.0.0:8080, output: DIR, token-file: FILE); options on the command line override the file's. `shutterbug config check FILE` lists its mistakes.", valueName: "file"))
+    var config: String?
+
     @Option(name: .long, help: ArgumentHelp("Where to listen: HOST:PORT (default 127.0.0.1:8080).", valueName: "host:port"))
     var listen: String = "127.0.0.1:8080"
 
@@ -39,6 +42,12 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("The processed stream's size, e.g. 1332x990; default the sensor's full size.", valueName: "WxH"))
     var size: String?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Requests a second from each client beyond loopback (bursts of twice that), 0.1...10000; past it 429 with Retry-After. 0: no limit. Clients on this machine are not limited.", valueName: "n"))
+    var rateLimit: Double = 20
+
+    @Flag(name: .long, help: "Apply --rate-limit to clients on this machine too (behind a proxy on the same machine every client arrives from 127.0.0.1).")
+    var limitLoopback = false
 
     func access() throws -> HTTPAPI.Access {
         guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else {
@@ -53,7 +62,9 @@ struct ServeCommand: AsyncParsableCommand {
         } else if let env = getenv("SHUTTERBUG_TOKEN") {
             token = String(cString: env).trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        let a = HTTPAPI.Access(host: host, port: port, token: token)
+        if rateLimit != 0 { try NumericInput.check(rateLimit, "--rate-limit", in: 0.1...10_000, unit: "requests a second (or 0)") }
+        var a = HTTPAPI.Access(host: host, port: port, token: token, rateLimit: rateLimit == 0 ? nil : rateLimit)
+        a.limitsLoopback = limitLoopback
         do { try a.check() } catch let e as ShutterbugError { throw ValidationError(e.message) }
         return a
     }

@@ -15,7 +15,7 @@ struct Shutterbug: AsyncParsableCommand {
     /// before the command line's, and its mistakes are reported at their lines.
     static func main() async {
         do {
-            var command = try parseAsRoot(try JobFile.expand(Array(CommandLine.arguments.dropFirst())))
+            var command = try parseAsRoot(try OptionFile.expand(Array(CommandLine.arguments.dropFirst())))
             if var command = command as? AsyncParsableCommand {
                 try await command.run()
             } else {

@@ -17,10 +17,15 @@ public enum HTTPAPI {
         public var port: Int
         /// Required on every request when set; required to listen beyond loopback.
         public var token: String?
-        public init(host: String, port: Int, token: String?) {
+        /// Requests a second per client beyond loopback (bursts of twice that); nil: no limit.
+        public var rateLimit: Double?
+        /// The limit applies to clients on this machine too.
+        public var limitsLoopback = false
+        public init(host: String, port: Int, token: String?, rateLimit: Double? = nil) {
             self.host = host
             self.port = port
             self.token = token
+            self.rateLimit = rateLimit
         }
 
         /// Loopback: 127.0.0.0/8, ::1, localhost.
@@ -143,10 +148,12 @@ public enum HTTPAPI {
     }
 
     /// The router: every endpoint of `openapi.yaml`.
-    public static func router(_ service: CameraService, access: Access) -> Router<BasicRequestContext> {
-        let router = Router()
-        router.middlewares.add(TokenMiddleware<BasicRequestContext>(token: access.token))
-        router.middlewares.add(MethodMiddleware<BasicRequestContext>())
+    public static func router(_ service: CameraService, access: Access) -> Router<APIRequestContext> {
+        let router = Router(context: APIRequestContext.self)
+        // The limit first: a client over it gets no further, token or not.
+        router.middlewares.add(RateLimitMiddleware<APIRequestContext>(limiter: access.rateLimit.map { RateLimiter(rate: $0, limitsLoopback: access.limitsLoopback) }))
+        router.middlewares.add(TokenMiddleware<APIRequestContext>(token: access.token))
+        router.middlewares.add(MethodMiddleware<APIRequestContext>())
         router.get("/") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: WebPage.html)))
         }
