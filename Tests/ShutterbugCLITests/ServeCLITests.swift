@@ -213,4 +213,24 @@ struct ServeCLITests {
         let wrong = try await runChild(OutputCLITests.exe, ["serve", "--output", "/tmp/x", "--rate-limit", "-1"])
         #expect(wrong.status == 64 && wrong.err.contains("--rate-limit"), "\(wrong.err)")
     }
+
+    @Test("the CLI as a client: status and capture ask the running service (its token from SHUTTERBUG_TOKEN) and print what it says; with no service there they say so and where they looked")
+    func client() async throws {
+        let token = "a-token-of-24-characters"
+        let s = try Server([], environment: ["SHUTTERBUG_TOKEN": token])
+        let env = ["SHUTTERBUG_SERVICE": s.base, "SHUTTERBUG_TOKEN": token]
+        let status = try await runChild(OutputCLITests.exe, ["status"], environment: env)
+        #expect(status.status == 0 && status.out.contains("sim:imx477") && status.out.contains("streaming"), "\(status.out)\(status.err)")
+        let capture = try await runChild(OutputCLITests.exe, ["capture", "--ev", "-1,0,1", "--format", "jpeg,dng"], environment: env)
+        #expect(capture.status == 0 && capture.out.contains(".dng") && capture.out.contains(".jpg"), "\(capture.out)\(capture.err)")
+        let listed = try await call(s.base + "api/captures", token: token)
+        #expect(listed.text.contains(".dng"), "the service lists what the client asked for")
+        let noToken = try await runChild(OutputCLITests.exe, ["status"], environment: ["SHUTTERBUG_SERVICE": s.base, "SHUTTERBUG_TOKEN": ""])
+        #expect(noToken.status != 0 && noToken.err.contains("401") && noToken.err.contains("SHUTTERBUG_TOKEN"), "\(noToken.err)")
+        let tooMany = try await runChild(OutputCLITests.exe, ["capture", "--ev", "-3,-2,-1,0,1,2,3"], environment: env)
+        #expect(tooMany.status != 0 && tooMany.err.contains("409"), "\(tooMany.err)")
+        #expect(s.stop() == 0)
+        let none = try await runChild(OutputCLITests.exe, ["status", "--service", "http://127.0.0.1:9/"])
+        #expect(none.status != 0 && none.err.contains("no shutterbug service answers at http://127.0.0.1:9/"), "\(none.err)")
+    }
 }

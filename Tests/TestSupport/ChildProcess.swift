@@ -39,8 +39,8 @@ public func runChildBlocking(_ executable: String, _ args: [String], environment
 
 /// `runChildBlocking` off Swift's cooperative pool: a GCD thread waits for the child, so a
 /// test waiting for a process never starves the async work of tests running beside it.
-public func runChild(_ executable: String, _ args: [String]) async throws -> ChildResult {
-    try await offPool { try runChildBlocking(executable, args) }
+public func runChild(_ executable: String, _ args: [String], environment: [String: String] = [:]) async throws -> ChildResult {
+    try await offPool { try runChildBlocking(executable, args, environment: environment) }
 }
 
 /// Runs blocking work on a GCD thread and awaits it. Keep expectations out of `body`: they

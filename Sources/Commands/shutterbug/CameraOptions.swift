@@ -163,11 +163,23 @@ struct CameraOptions: ParsableArguments {
             notice("libcamera could not start (\(error)); using the simulated IMX477 (sim:imx477)")
             return try openSimulated(model: "imx477", clock: clock)
         }
-        if let id = chosen { return try manager.open(id) }
-        if let first = manager.cameras.first { return try manager.open(first.id) }
+        if let id = chosen { return try Self.acquire(id, manager) }
+        if let first = manager.cameras.first { return try Self.acquire(first.id, manager) }
         // Once per process: a timelapse that stops and starts its camera says it once.
         if FallbackNotice.first() { notice("no camera attached; using the simulated IMX477 (sim:imx477). `shutterbug cameras` lists the others.") }
         return try openSimulated(model: "imx477", clock: clock)
+    }
+
+    /// Opens a libcamera camera; one held by another process is looked into: if a shutterbug
+    /// service answers on this machine, the user is sent to it instead of fighting it.
+    private static func acquire(_ id: String, _ manager: LibcameraManager) throws -> any CameraBackend {
+        do {
+            return try manager.open(id)
+        } catch let e as ShutterbugError where e.code == .busy {
+            let service = environment("SHUTTERBUG_SERVICE") ?? ServiceOptions.defaultURL
+            guard ServiceProbe.answers(service) else { throw e }
+            throw ShutterbugError(.busy, "\(e.message): the shutterbug service at \(service) holds it. Ask it instead (`shutterbug status`, `shutterbug capture --ev -2,0,2`), or stop it first (systemctl stop shutterbug)", errno: 16)
+        }
     }
 
     private func openSimulated(model: String, clock: SimulationOptions.Clock?) throws -> SimulatedCamera {

@@ -38,6 +38,13 @@ public actor CameraService {
         public var gain: Double?
         /// "jpeg", "dng" (default ["jpeg"]).
         public var formats: [String]?
+
+        public init(ev: [Double]? = nil, exposuresUs: [Double]? = nil, gain: Double? = nil, formats: [String]? = nil) {
+            self.ev = ev
+            self.exposuresUs = exposuresUs
+            self.gain = gain
+            self.formats = formats
+        }
     }
 
     private(set) var recent: [CaptureRecord] = []
@@ -151,7 +158,8 @@ public actor CameraService {
     public func frameJPEG(width: Int = 640) async throws -> [UInt8] {
         let photo = try await session.captureFrame(exposedAfter: camera.now, timeout: .seconds(3))
         defer { photo.release() }
-        guard let yuv = photo.buffers.first(where: { $0.pixelFormat == .yuv420 }).map({ FrameCopy($0) }) else {
+        let stream = photo.buffers.first { $0.pixelFormat == .yuv420 } ?? photo.buffers.first { FrameCopy.encodesToJPEG($0.pixelFormat) }
+        guard let yuv = stream.map({ FrameCopy($0).yuv420() }) else {
             throw ShutterbugError(.unsupported, "the camera's stream has no processed (YUV) picture to show")
         }
         // Even sides for 4:2:0: the width asked for is even, a row may go.
