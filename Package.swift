@@ -24,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C: the only C and C++, one prefix per shim.
@@ -78,7 +80,8 @@ let package = Package(
         .target(name: "Systemd", path: "Sources/Service/Systemd"),
         // Job files and the service's configuration: YAML (Yams), every key with its line.
         .target(name: "ConfigFile", dependencies: [.product(name: "Yams", package: "Yams")], path: "Sources/Service/ConfigFile"),
-        .target(name: "Server", dependencies: ["Capture", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird")],
+        .target(name: "Server", dependencies: ["Capture", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird"),
+                                               .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus")],
                 path: "Sources/Service/Server"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 

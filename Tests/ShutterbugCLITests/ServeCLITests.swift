@@ -119,7 +119,18 @@ struct ServeCLITests {
         let frame = try await call(s.base + "api/frame.jpg")
         #expect(frame.status == 200 && frame.type == "image/jpeg" && frame.body.count > 1000)
         let metrics = try await call(s.base + "metrics")
-        #expect(metrics.status == 200 && metrics.text.contains("shutterbug_captures_total 3.0") && metrics.text.contains("# TYPE shutterbug_frames_total counter"), "\(metrics.text)")
+        #expect(metrics.status == 200 && metrics.text.contains("# TYPE shutterbug_frames_total counter"), "\(metrics.text)")
+        // swift-prometheus's text: each sample by name, the histograms with their buckets.
+        var sample: [String: Double] = [:]
+        for line in metrics.text.split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let v = Double(parts[1]) { sample[String(parts[0])] = v }
+        }
+        #expect(sample["shutterbug_captures_total"] == 3 && sample["shutterbug_capture_seconds_count"] == 3, "\(sample)")
+        #expect(sample["shutterbug_photos_total"] == 6 && (sample["shutterbug_bytes_written_total"] ?? 0) > 10_000, "EV bracket of 3, manual of 2, a photo")
+        #expect(sample["shutterbug_bracket_frames_per_step_count"] == 2 && sample["shutterbug_capture_seconds_bucket{le=\"+Inf\"}"] == 3)
+        #expect((sample["shutterbug_frames_total"] ?? 0) > 10 && sample["shutterbug_frames_startup_total"] == 6 && sample["shutterbug_up"] == 1)
+        #expect(sample["shutterbug_disk_free_bytes"] != nil && sample["shutterbug_sensor_temperature_celsius"] != nil)
         let page = try await call(s.base)
         #expect(page.status == 200 && page.type?.hasPrefix("text/html") == true && page.text.contains("/api/frame.jpg"))
         #expect(s.stop() == 0, "SIGTERM: a clean exit")

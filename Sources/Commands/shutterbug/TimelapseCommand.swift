@@ -93,8 +93,8 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("How much darker the night is kept, in EV (-4...0).", valueName: "ev"))
     var nightOffset: Double = -1
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("White balance cross-faded: each slot is taken with gains moved towards what AWB measures between slots, halfway and at most this many stops per slot (0.01...2); 0 leaves AWB to the camera frame by frame.", valueName: "stops"))
-    var wbStep: Double = 0.1
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("White balance cross-faded: each slot is taken with gains moved towards what AWB measures between slots, halfway and at most this many stops per slot (0.01...2, e.g. 0.1); 0 (the default) leaves AWB to the camera frame by frame.", valueName: "stops"))
+    var wbStep: Double = 0
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Free space to leave on the output filesystem, in MiB (0...1048576): below it the job pauses, and resumes when space returns.", valueName: "MiB"))
     var reserve: Int = 64
@@ -382,6 +382,18 @@ struct TimelapseCommand: AsyncParsableCommand {
         // White balance cross-faded from slot to slot where the camera can fix it.
         let fadesWhiteBalance = wbStep > 0 && limits.supported.isSuperset(of: [.colourGains, .awbEnable])
         var whiteBalance = WhiteBalanceFade(maxStep: wbStep, applied: resume.whiteBalance)
+        /// The next slot's white balance, locked on the camera already (sent without a wait,
+        /// right after a slot or a camera start, so it never delays a slot's phase lock).
+        var nextWhiteBalance: (measured: ColourGains, applied: ColourGains)?
+        func prepareWhiteBalance() async {
+            guard fadesWhiteBalance, !plain, let measured = await session.latestFrame?.colourGains else { return }
+            var fade = whiteBalance
+            let gains = fade.next(measured: measured)
+            guard (try? await session.configure(waiting: false) { $0.lockedWhiteBalance = gains }) != nil else { return }
+            whiteBalance = fade
+            nextWhiteBalance = (measured, gains)
+        }
+        await prepareWhiteBalance()
 
         var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
         try journal.setAnchor(schedule.anchor)
@@ -619,8 +631,13 @@ struct TimelapseCommand: AsyncParsableCommand {
                 }
                 tookOne = true
                 let (steps, shift) = manual.map { ($0, 0.0) } ?? ramp.settings(biases: biases)
+                // The slot's white balance: from the last slot's towards what AWB measures now,
+                // fixed for the slot's frames (and the lock's before them), then AWB again.
+                let wb = nextWhiteBalance
+                nextWhiteBalance = nil
                 let settings = plain ? PhotoSettings(formats: formats, exposedAfter: instant, phaseLocked: lockable)
-                    : PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant, phaseLocked: lockable)
+                    : PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant, phaseLocked: lockable,
+                                    whiteBalance: wb?.applied)
                 var frames: [TimelapseJournal.FrameRecord] = []
                 var files: [TimelapseJournal.FileRecord] = []
                 var means: [Int: Double] = [:]
@@ -629,20 +646,6 @@ struct TimelapseCommand: AsyncParsableCommand {
                 var cameraTrouble = false
                 var failure: String?
                 var lockNote: String?
-                // The slot's white balance: from the last slot's towards what AWB measures now,
-                // locked for the slot's frames, then AWB again until the next.
-                var wb: (measured: ColourGains, applied: ColourGains)?
-                if fadesWhiteBalance, let measured = await session.latestFrame?.colourGains {
-                    var fade = whiteBalance
-                    let gains = fade.next(measured: measured)
-                    do {
-                        _ = try await session.configure { $0.lockedWhiteBalance = gains }
-                        whiteBalance = fade
-                        wb = (measured, gains)
-                    } catch {
-                        notice("slot \(k): white balance not locked (\(error)); the camera's AWB as it is")
-                    }
-                }
                 do {
                     for try await e in writer.capture(settings, on: session) {
                         switch e {
@@ -662,11 +665,12 @@ struct TimelapseCommand: AsyncParsableCommand {
                     cameraTrouble = (error as? ShutterbugError).map { [.cameraLost, .timeout, .system].contains($0.code) } ?? false
                 }
                 if wb != nil, (try? await session.configure { $0.autoWhiteBalance = true }) != nil {
-                    // A few frames with AWB running again, so the next slot sees what it
-                    // measures (in real time frames keep coming anyway; in virtual time only
-                    // while asked for).
+                    // A few frames with AWB running again: what it measures sets the next
+                    // slot's white balance, locked now, long before that slot's frames are
+                    // planned.
                     let period = await session.latestFrame?.frameDuration ?? .milliseconds(50)
                     if let f = try? await session.captureFrame(exposedAfter: cam.now + period * 4, timeout: .seconds(5)) { f.release() }
+                    await prepareWhiteBalance()
                 }
                 if await session.failureReason != nil { cameraTrouble = true }
                 schedule.taken(k)

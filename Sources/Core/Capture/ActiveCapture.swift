@@ -121,7 +121,8 @@ extension CaptureSession {
         return steps.enumerated().map { i, s -> (ResolvedStep, BracketScheduler.Step) in
             let (target, notes) = adjust(exposure: s.duration, gain: s.gain.value, what: "step \(i + 1)")
             capture.resolved.adjustments += notes
-            return (ResolvedStep(index: i, requested: "\(s.duration.exposureDescription) gain \(String(format2: s.gain.value))", planned: target), exposureStep(target))
+            return (ResolvedStep(index: i, requested: "\(s.duration.exposureDescription) gain \(String(format2: s.gain.value))", planned: target),
+                    exposureStep(target, whiteBalance: capture.settings.whiteBalance))
         }
     }
 
@@ -154,12 +155,13 @@ extension CaptureSession {
     }
 
     /// Controls for an exposure step: both manual (applied at once, no AGC filter), white
-    /// balance fixed at what it is now, and a frame duration that fits the exposure exactly.
-    func exposureStep(_ target: StepTarget) -> BracketScheduler.Step {
+    /// balance fixed (at `whiteBalance`, or at what it is now), and a frame duration that fits
+    /// the exposure exactly.
+    func exposureStep(_ target: StepTarget, whiteBalance: ColourGains? = nil) -> BracketScheduler.Step {
         let fd = timing.framePeriod(for: target.exposure!)
         var c = CameraControls.manualExposure(target.exposure!, gain: Gain(target.gain!))
         c.frameDurationLimits = fd...fd
-        if backend.controlLimits.supported.contains(.colourGains), let g = recentMetadata.last?.colourGains {
+        if backend.controlLimits.supported.contains(.colourGains), let g = whiteBalance ?? recentMetadata.last?.colourGains {
             c.awbEnabled = false
             c.colourGains = g
         }
@@ -242,7 +244,7 @@ extension CaptureSession {
             }
             let (target, notes) = adjust(exposure: e, gain: g, what: "step \(i + 1) (\(ev >= 0 ? "+" : "")\(ev) EV)")
             capture.resolved.adjustments += notes
-            return (ResolvedStep(index: i, requested: "\(ev >= 0 ? "+" : "")\(ev) EV", planned: target), exposureStep(target))
+            return (ResolvedStep(index: i, requested: "\(ev >= 0 ? "+" : "")\(ev) EV", planned: target), exposureStep(target, whiteBalance: capture.settings.whiteBalance))
         }
         begin(capture, planned)
     }

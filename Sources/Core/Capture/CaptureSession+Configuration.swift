@@ -39,9 +39,12 @@ extension CaptureSession {
     /// Applies a configuration in one request and returns when every lock in it has landed,
     /// with the first frame carrying each.
     ///
+    /// - Parameter waiting: false to send the settings and return at once, without sync points
+    ///   (a caller that needs them in force only some frames later, as a timelapse slot's
+    ///   white balance, and cannot spend the frames a wait takes).
     /// - Throws: `.unsupported` for a control the camera lacks (a lens on a fixed-focus
     ///   module); `.timeout` when a setting never shows in the frames.
-    public func configure(_ body: (inout Configuration) -> Void) async throws -> ConfigurationResult {
+    public func configure(waiting: Bool = true, _ body: (inout Configuration) -> Void) async throws -> ConfigurationResult {
         var config = Configuration()
         body(&config)
         var controls = CameraControls()
@@ -117,7 +120,7 @@ extension CaptureSession {
             kinds.append(.whiteBalance(g))
         }
         guard running else { throw failure ?? ShutterbugError(.invalidState, "the session is not running") }
-        if kinds.isEmpty {
+        if kinds.isEmpty || !waiting {
             waitingControls.append((controls, []))
             topUp()
             return result

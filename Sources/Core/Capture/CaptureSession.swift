@@ -43,6 +43,8 @@ public actor CaptureSession {
     var sinks: [SinkEntry] = []
     var recent = Ring<FrameMetadata>(capacity: 8)
     var lastSequence: UInt32?
+    /// The newest non-cancelled frame's sequence, for the dropped-frame count.
+    var lastCounted: UInt32?
     /// Controls in force outside a capture, sent again to restore after one.
     var baseline = CameraControls()
     var waitingControls = Ring<(controls: CameraControls, locks: [Int])>(capacity: 8)
@@ -105,6 +107,22 @@ public actor CaptureSession {
 
     /// The newest frame the session has seen.
     public var latestFrame: FrameMetadata? { recent.last }
+
+    /// What the session has seen since it started, for metrics.
+    public struct FrameStatistics: Sendable, Hashable {
+        /// Frames completed and usable.
+        public var frames = 0
+        /// Start-up frames (AE/AWB converging after start).
+        public var startup = 0
+        /// Frames returned with an error.
+        public var errors = 0
+        /// Frames the sensor made that never came back: gaps in the sequence numbers.
+        public var dropped = 0
+        public init() {}
+    }
+
+    /// Counts of the frames seen since the session started.
+    public private(set) var statistics = FrameStatistics()
 
     /// Why the session failed (a request error, a camera that went away), if it did; `stop`
     /// itself is not a failure.
@@ -322,6 +340,16 @@ public actor CaptureSession {
     func handle(_ c: CompletedRequest) {
         let m = c.metadata
         var holders = 0
+        switch c.status {
+        case .complete: statistics.frames += 1
+        case .startup: statistics.startup += 1
+        case .error: statistics.errors += 1
+        case .cancelled: break
+        }
+        if c.status != .cancelled {
+            if let last = lastCounted, m.sequence > last &+ 1, m.sequence &- last < 1 << 20 { statistics.dropped += Int(m.sequence &- last &- 1) }
+            lastCounted = m.sequence
+        }
         if c.status == .complete {
             recent.append(m)
             if recent.count > 6 { _ = recent.popFirst() }

@@ -23,13 +23,19 @@ public struct PhotoSettings: Sendable, Hashable {
     /// the instant, within a line time, instead of up to a frame period after it
     /// (`PhaseLock`). Other captures ignore it.
     public let phaseLocked: Bool
+    /// The white balance an exposure bracket's frames are taken with (and a phase lock's
+    /// frames before them); nil: fixed at what the camera's AWB has now. The corresponding
+    /// libcamera control is `ColourGains`.
+    public let whiteBalance: ColourGains?
 
-    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], exposedAfter: SensorTime? = nil, phaseLocked: Bool = false) {
+    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], exposedAfter: SensorTime? = nil, phaseLocked: Bool = false,
+                whiteBalance: ColourGains? = nil) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
         self.exposedAfter = exposedAfter
         self.phaseLocked = phaseLocked && exposedAfter != nil
+        self.whiteBalance = whiteBalance
         trigger = nil
     }
 
@@ -41,6 +47,7 @@ public struct PhotoSettings: Sendable, Hashable {
         self.exposedAfter = trigger.instant
         self.trigger = trigger
         phaseLocked = false
+        whiteBalance = nil
     }
 }
 

@@ -52,6 +52,7 @@ public actor CameraService {
     private(set) var captureFailures = 0
     private(set) var bytesWritten: Int64 = 0
     private(set) var framesCaptured = 0
+    let metrics = ServiceMetrics()
 
     public init(session: CaptureSession, camera: any CameraBackend, writer: PhotoFileWriter, directory: OutputDirectory) {
         self.session = session
@@ -101,24 +102,36 @@ public actor CameraService {
                                    kind: settings.bracket.map { "bracket of \($0.count)" } ?? "photo", steps: settings.bracket?.count ?? 1,
                                    exposureStartNs: nil, files: [], adjustments: [], failures: [])
         let prefix = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
+        let began = ContinuousClock.now
+        var sequences: [UInt32] = []
         do {
             for try await e in writer.capture(settings, on: session) {
                 switch e {
                 case .settingsResolved(let r): record.adjustments += r.adjustments
                 case .exposureStarted(let t): record.exposureStartNs = t.nanoseconds
-                case .photoCaptured: framesCaptured += 1
+                case .photoCaptured(_, let m):
+                    framesCaptured += 1
+                    sequences.append(m.sequence)
+                    metrics.photos.increment()
                 case .fileWritten(let f):
                     record.files.append(f.path.hasPrefix(prefix) ? String(f.path.dropFirst(prefix.count)) : f.path)
                     bytesWritten += f.bytes
+                    metrics.bytesWritten.increment(by: Int(f.bytes))
                 case .writeFailed(_, let format, let error): record.failures.append("\(format): \(error.message)")
                 default: break
                 }
             }
         } catch {
             captureFailures += 1
+            metrics.captureFailures.increment()
             throw error
         }
         capturesTaken += 1
+        metrics.captures.increment()
+        metrics.captureSeconds.record(duration: ContinuousClock.now - began)
+        if sequences.count > 1, let lo = sequences.min(), let hi = sequences.max() {
+            metrics.bracketFramesPerStep.record(Double(hi - lo + 1) / Double(sequences.count))
+        }
         recent.append(record)
         if recent.count > 50 { recent.removeFirst(recent.count - 50) }
         return record
@@ -168,26 +181,16 @@ public actor CameraService {
         return try ContactSheet.jpeg(rgb: Array(t.rgb.prefix(t.width * h * 3)), width: t.width, height: h, quality: 80)
     }
 
-    /// Prometheus text exposition of the service's counters and gauges.
+    /// Prometheus text exposition (swift-metrics over swift-prometheus): the counters as they
+    /// were counted, the frame counts and gauges brought up to date now.
     public func metricsText() async -> String {
         let s = await status()
-        var lines: [String] = []
-        func metric(_ name: String, _ type: String, _ help: String, _ value: Double?) {
-            guard let value else { return }
-            lines.append("# HELP shutterbug_\(name) \(help)")
-            lines.append("# TYPE shutterbug_\(name) \(type)")
-            lines.append("shutterbug_\(name) \(value)")
-        }
-        metric("frames_total", "counter", "Sensor frames seen by the session (the newest frame's sequence + 1).", s.newestFrame.map { Double($0) + 1 })
-        metric("captures_total", "counter", "Captures taken over the API.", Double(capturesTaken))
-        metric("capture_failures_total", "counter", "Captures over the API that failed.", Double(captureFailures))
-        metric("photos_total", "counter", "Photos (bracket steps) captured over the API.", Double(framesCaptured))
-        metric("bytes_written_total", "counter", "Bytes of files written.", Double(bytesWritten))
-        metric("disk_free_bytes", "gauge", "Free space on the output filesystem.", s.diskFreeBytes.map(Double.init))
-        metric("sensor_temperature_celsius", "gauge", "The sensor's temperature, as its newest frame reports it.", s.sensorTemperatureC)
-        metric("exposure_seconds", "gauge", "The newest frame's exposure time.", s.exposureUs.map { $0 / 1e6 })
-        metric("analogue_gain", "gauge", "The newest frame's analogue gain.", s.analogueGain)
-        metric("up", "gauge", "1 while the camera streams.", s.streaming ? 1 : 0)
-        return lines.joined(separator: "\n") + "\n"
+        metrics.update(await session.statistics)
+        metrics.up.record(s.streaming ? 1 : 0)
+        if let d = s.diskFreeBytes { metrics.diskFree.record(d) }
+        if let t = s.sensorTemperatureC { metrics.sensorTemperature.record(t) }
+        if let e = s.exposureUs { metrics.exposureSeconds.record(e / 1e6) }
+        if let g = s.analogueGain { metrics.analogueGain.record(g) }
+        return metrics.text()
     }
 }
