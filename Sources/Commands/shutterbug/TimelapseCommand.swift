@@ -93,8 +93,8 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("How much darker the night is kept, in EV (-4...0).", valueName: "ev"))
     var nightOffset: Double = -1
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("White balance cross-faded: each slot is taken with gains moved towards what AWB measures between slots, halfway and at most this many stops per slot (0.01...2, e.g. 0.1); 0 (the default) leaves AWB to the camera frame by frame.", valueName: "stops"))
-    var wbStep: Double = 0
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("White balance cross-faded: each slot is taken with gains moved towards what AWB measures between slots, halfway and at most this many stops per slot (0.01...2); 0 leaves AWB to the camera frame by frame.", valueName: "stops"))
+    var wbStep: Double = 0.1
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Free space to leave on the output filesystem, in MiB (0...1048576): below it the job pauses, and resumes when space returns.", valueName: "MiB"))
     var reserve: Int = 64
