@@ -669,7 +669,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 // frames fit before the next slot's lock needs the camera (some 30 frames of its
                 // first step): at night, with long frames, the gains stay as they are instead.
                 let period = await session.latestFrame?.frameDuration ?? .milliseconds(50)
-                let nextInstant = SensorTime(nanoseconds: schedule.wall(of: schedule.next).nanoseconds - offset)
+                let nextInstant = SensorTime(nanoseconds: schedule.wall(of: k + 1).nanoseconds - offset)
                 let lead = ((manual ?? ramp.settings(biases: biases).steps).first?.exposure ?? period) * 30 + period * 6
                 if fadesWhiteBalance, !plain, nextInstant - cam.now > lead + .seconds(1), (try? await session.configure { $0.autoWhiteBalance = true }) != nil {
                     if let f = try? await session.captureFrame(exposedAfter: cam.now + period * 4, timeout: .seconds(5)) { f.release() }
