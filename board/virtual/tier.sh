@@ -70,6 +70,12 @@ step test "$(grep -c '"lagToExposureStartUs":0,' /tmp/trigger.out)" -eq 2
 out=$("$build/shutterbug" cameras 2>&1)
 echo "$out"
 step grep -q "platform/vimc" <<<"$out"
+# A trigger on vimc, which reports no exposure time: each capture is a frame whose readout began a
+# frame after the instant (the earliest its exposure can have begun), its BGR888 written as JPEG.
+out=$(timeout -k 5 120 "$build/shutterbug" trigger --role viewfinder --simulated regular:1s --count 2 --output /tmp/trg-vimc --json 2>&1)
+echo "$out" | grep -v '^\[' | tail -2
+step grep -q '"captured":2' <<<"$out"
+step djpeg -outfile /dev/null "$(ls /tmp/trg-vimc/*/*.jpg | head -1)"
 
 # The camera goes away while streaming (vimc unbound, as a cable pulled): the process says no frame came and
 # ends with an error instead of hanging or aborting (libcamera 0.0.3's vimc handler never

@@ -404,7 +404,7 @@ struct TriggerCommand: AsyncParsableCommand {
                     switch e {
                     case .photoCaptured(_, let m):
                         c.sequences.append(m.sequence)
-                        if firstStart == nil { firstStart = m.exposureStart; delivered = realTime ? MonotonicClock.now() : nil }
+                        if firstStart == nil { firstStart = m.earliestExposureStart; delivered = realTime ? MonotonicClock.now() : nil }
                         if c.sequences.count == frames { release() }
                     case .fileWritten(let f): c.files.append(f.path)
                     default: break
@@ -415,7 +415,7 @@ struct TriggerCommand: AsyncParsableCommand {
                 for try await e in await session.capture(settings) {
                     if case .photo(let p) = e {
                         c.sequences.append(p.metadata.sequence)
-                        if firstStart == nil { firstStart = p.metadata.exposureStart; delivered = realTime ? MonotonicClock.now() : nil }
+                        if firstStart == nil { firstStart = p.metadata.earliestExposureStart; delivered = realTime ? MonotonicClock.now() : nil }
                         p.release()
                         if c.sequences.count == frames { release() }
                     }
