@@ -23,8 +23,10 @@ public struct PhotoSettings: Sendable, Hashable {
     /// the instant, within a line time, instead of up to a frame period after it
     /// (`PhaseLock`). Other captures ignore it.
     public let phaseLocked: Bool
-    /// The white balance an exposure bracket's frames are taken with (and a phase lock's
-    /// frames before them); nil: fixed at what the camera's AWB has now. The corresponding
+    /// The white balance an exposure bracket's requests carry (and a phase lock's pre-roll
+    /// requests, which repeat the first step's); nil: fixed at what the camera's AWB has now.
+    /// The ISP takes it on a request's own frame, ahead of the exposures, so a caller that needs
+    /// every photo at it locks it on the session beforehand too (as the timelapse does). The corresponding
     /// libcamera control is `ColourGains`.
     public let whiteBalance: ColourGains?
 
