@@ -80,7 +80,8 @@ let package = Package(
         .target(name: "Systemd", path: "Sources/Service/Systemd"),
         // Job files and the service's configuration: YAML (Yams), every key with its line.
         .target(name: "ConfigFile", dependencies: [.product(name: "Yams", package: "Yams")], path: "Sources/Service/ConfigFile"),
-        .target(name: "Server", dependencies: ["Capture", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird"),
+        .target(name: "Jobs", dependencies: ["Capture", "ImageOutput", "Journal", "ShutterbugCore", "Timelapse"], path: "Sources/Service/Jobs"),
+        .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Jobs", "Journal", "Timelapse", "LinuxGPIO", "ProcessTriggers", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird"),
                                                .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus")],
                 path: "Sources/Service/Server"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
@@ -90,7 +91,7 @@ let package = Package(
             name: "shutterbug",
             dependencies: [
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
-                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Systemd", "Server", "ConfigFile",
+                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "Systemd", "Server", "ConfigFile",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],

@@ -3,6 +3,7 @@ import CSystemShims
 import Capture
 import CaptureScheduler
 import ImageOutput
+import Jobs
 import Journal
 import ProcessTriggers
 import ShutterbugCore
@@ -197,7 +198,7 @@ struct TimelapseCommand: AsyncParsableCommand {
     }
 
     /// --at: dates and times, or times of day taken every day.
-    enum SlotTimes {
+    enum SlotTimes: Sendable {
         case dates([WallClockTime])
         /// Seconds into a local day.
         case daily([Int])
@@ -225,7 +226,7 @@ struct TimelapseCommand: AsyncParsableCommand {
     /// The slots' wall times for --at, from `from` (the job's first slot, or now on its first
     /// run) to the end or the count, at most `Plan.maxTimes`. Times of day are local, each day's
     /// through the time zone's rules on that day (a daylight-saving change keeps 12:00 at noon).
-    func slotTimes(_ slots: SlotTimes, from: WallClockTime, end: WallClockTime?) -> [WallClockTime] {
+    static func slotTimes(_ slots: SlotTimes, from: WallClockTime, end: WallClockTime?, count: Int?) -> [WallClockTime] {
         switch slots {
         case .dates(let times):
             return times
@@ -270,10 +271,37 @@ struct TimelapseCommand: AsyncParsableCommand {
         return "\(slots) \(steps) format=\(format) camera=\(camera.camera ?? "default")"
     }
 
+    /// The job as the engine runs it (`TimelapseRun`): here, and for the service's jobs.
+    func jobSpec() throws -> TimelapseJobSpec {
+        let end = try endTime()
+        let slots = try atList()
+        let every = try period()
+        let count = self.count
+        var spec = TimelapseJobSpec(name: job, biases: try biases(), manual: try manualSteps(), formats: try Bracket.formats(parsing: format), template: name,
+                                    journalSpec: try self.spec(), start: try start.map { try NumericInput.wallTime($0, "--start") }) { start, anchor in
+            // A list's numbering starts at the job's first slot, kept in the journal.
+            if let slots {
+                let from = anchor ?? start
+                return TimelapseSchedule.Plan(times: Self.slotTimes(slots, from: from, end: end, count: count), start: from, end: end, count: count)
+            }
+            return TimelapseSchedule.Plan(interval: every, start: start, end: end, count: count)
+        }
+        spec.maxExposure = try maxExposure.map { try NumericInput.exposure(Substring($0), "--max-exposure", in: 1e-5...60) }
+        spec.maxGain = maxGain
+        spec.rampStep = rampStep
+        spec.nightOffset = nightOffset
+        spec.wbStep = wbStep
+        spec.keepBytes = try keepBytes()
+        spec.keepDays = keepDays
+        spec.phaseLock = !noPhaseLock
+        return spec
+    }
+
     func run() async throws {
-        let biases = try self.biases()
-        let manual = try manualSteps()
-        let formats = try Bracket.formats(parsing: format)
+        let spec = try jobSpec()
+        let biases = spec.biases
+        let manual = spec.manual
+        let formats = spec.formats
         var stream = StreamRequest(role: .still)
         if let size { (stream.width, stream.height) = try Self.parseSize(size) }
         var streams = [stream]
@@ -283,7 +311,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         /// again when the camera fails or goes away.
         let virtual = camera.virtualTime
         /// CLOCK_MONOTONIC, or in virtual time where the process's virtual clock has got to.
-        func clockNow() -> SensorTime { virtual ? SimulatedCamera.virtualClockNow : MonotonicClock.now() }
+        @Sendable func clockNow() -> SensorTime { virtual ? SimulatedCamera.virtualClockNow : MonotonicClock.now() }
         var startup = Duration.zero
         func openCamera() async throws -> (any CameraBackend, CaptureSession, PhotoFileWriter) {
             let began = clockNow()
@@ -312,7 +340,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         // The journal first: it says whether this job is already running elsewhere.
         let journal: TimelapseJournal
         do {
-            journal = try TimelapseJournal(path: output + "/timelapse.sqlite", job: job, spec: spec())
+            journal = try TimelapseJournal(path: output + "/timelapse.sqlite", job: job, spec: spec.journalSpec)
         } catch let e as ShutterbugError where e.code == .busy || e.code == .invalidArgument {
             throw ValidationError(e.message)
         }
@@ -330,70 +358,23 @@ struct TimelapseCommand: AsyncParsableCommand {
         let first = try await session.captureFrame(exposedAfter: cam.now)
         let firstMetadata = first.metadata
         first.release()
-        let limits = cam.controlLimits
-        // A camera with no exposure control (vimc, some USB cameras) takes a photo per slot at
-        // its own exposure: no ramp, no bracket, and phase-locked only where it has
-        // frame-duration control.
-        let plain = !limits.supported.isSuperset(of: [.exposureTime, .analogueGain])
-        let lockable = !noPhaseLock && limits.supported.contains(.frameDurationLimits)
-        if plain {
-            guard manual == nil, biases == [0] else {
-                throw ValidationError("\(cam.info.id) has no exposure control (ExposureTime, AnalogueGain): a timelapse on it takes a photo at the camera's own exposure per slot; give no --ev or --exposures")
-            }
-            notice("\(cam.info.id) has no exposure control: each slot is a photo at the camera's own exposure (no ramp)\(lockable ? "" : ", not phase-locked")")
-        }
         // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
         // slot so a wall-clock step reaches the schedule.
         var offset = Self.wallOffset(firstMetadata)
-        let startWall = max(WallClockTime(nanoseconds: cam.now.nanoseconds + offset), try start.map { try NumericInput.wallTime($0, "--start") } ?? .init(nanoseconds: 0))
-        let end = try endTime()
-        let plan: TimelapseSchedule.Plan
-        if let slots = try atList() {
-            // A list's numbering starts at the job's first slot, kept in the journal.
-            let from = try journal.anchor() ?? startWall
-            plan = .init(times: slotTimes(slots, from: from, end: end), start: from, end: end, count: count)
-        } else {
-            plan = .init(interval: try period(), start: startWall, end: end, count: count)
-        }
-        /// The interval, or the shortest gap of a list: what a slot's work must fit in.
+        let startWall = max(WallClockTime(nanoseconds: cam.now.nanoseconds + offset), spec.start ?? .init(nanoseconds: 0))
+        let plan = try spec.plan(startWall, try journal.anchor())
         let every = plan.interval
-        if let manual {
-            let busy = manual.reduce(Duration.zero) { $0 + $1.exposure }
-            guard busy * 2 <= every else {
-                throw ValidationError("--exposures add up to \(busy.exposureDescription), more than half the time between slots (\(every.millisecondsDescription)): slots would be skipped; give shorter exposures or a longer interval")
-            }
+        let run: TimelapseRun
+        do {
+            run = try TimelapseRun(spec: spec, journal: journal, directory: directory, camera: cam.info.id, limits: cam.controlLimits, first: firstMetadata,
+                                   resume: resume, every: every, log: { notice($0) })
+        } catch let e as ShutterbugError where e.code == .invalidArgument {
+            throw ValidationError(e.message)
         }
-        // By default the brightest step of the bracket takes at most an eighth of the interval,
-        // so the bracket and the requests ahead of it fit between slots; phase-locked, at most
-        // 1/32 of it, since the lock runs some 25 frames of the first step's length before the
-        // slot (`PhaseLock.leadFrames`). A longer --max-exposure is taken, and the slots the
-        // lock cannot fit fall back to the first frame exposed after the instant (and say so).
-        let brightest = pow(2, max(0, biases.max() ?? 0))
-        let longest = try maxExposure.map { try NumericInput.exposure(Substring($0), "--max-exposure", in: 1e-5...60) }
-            ?? min(every / (8 * brightest), noPhaseLock ? .seconds(4) : every / 32, .seconds(4))
-        let exposureRange = limits.exposureTime.map { $0.lowerBound...min(max(longest, $0.lowerBound), $0.upperBound) } ?? (.microseconds(100)...longest)
-        let gainRange = limits.analogueGain.map { max(1, $0.lowerBound)...max(max(1, $0.lowerBound), min(maxGain, $0.upperBound)) } ?? (1...maxGain)
-        var rampConfig = ExposureRamp.Configuration(exposure: exposureRange, gain: gainRange)
-        rampConfig.maxStep = rampStep
-        rampConfig.nightOffset = nightOffset
-        let startSettings = resume.ramp ?? .init(exposure: firstMetadata.exposureTime ?? .milliseconds(10),
-                                                  gain: (firstMetadata.analogueGain?.value ?? 1) * (firstMetadata.digitalGain?.value ?? 1))
-        var ramp = ExposureRamp(rampConfig, settings: startSettings)
-        // White balance cross-faded from slot to slot where the camera can fix it.
-        let fadesWhiteBalance = wbStep > 0 && limits.supported.isSuperset(of: [.colourGains, .awbEnable])
-        var whiteBalance = WhiteBalanceFade(maxStep: wbStep, applied: resume.whiteBalance)
-        /// The next slot's white balance, locked on the camera already (sent without a wait,
-        /// right after a slot or a camera start, so it never delays a slot's phase lock).
-        var nextWhiteBalance: (measured: ColourGains, applied: ColourGains)?
-        func prepareWhiteBalance() async {
-            guard fadesWhiteBalance, !plain, let measured = await session.latestFrame?.colourGains else { return }
-            var fade = whiteBalance
-            let gains = fade.next(measured: measured)
-            guard (try? await session.configure(waiting: false) { $0.lockedWhiteBalance = gains }) != nil else { return }
-            whiteBalance = fade
-            nextWhiteBalance = (measured, gains)
+        if run.plain {
+            notice("\(cam.info.id) has no exposure control: each slot is a photo at the camera's own exposure (no ramp)\(run.lockable ? "" : ", not phase-locked")")
         }
-        await prepareWhiteBalance()
+        await run.prepareWhiteBalance(session)
 
         var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
         try journal.setAnchor(schedule.anchor)
@@ -424,33 +405,6 @@ struct TimelapseCommand: AsyncParsableCommand {
             print("timelapse '\(job)' on \(cam.info.id): \(slots), \(schedule.total.map { "\($0) slots" } ?? "until stopped"), \(steps), first slot \(schedule.wall(of: schedule.next))\(resumed)")
         }
 
-        /// The job's keogram (one column per slot) and contact sheet (slots spread over the
-        /// run) so far, each replaced whole, never half written.
-        func pictures() -> (keogram: String?, sheet: String?) {
-            var keogram: String?, sheet: String?
-            do {
-                let columns = try journal.keogramColumns()
-                guard !columns.isEmpty else { throw ShutterbugError(.invalidState, "the job has no slot yet") }
-                keogram = try directory.replace("keogram.png", with: try Keogram.png(columns))
-            } catch {
-                notice("the keogram was not written: \(error)")
-            }
-            do {
-                let thumbs = try journal.thumbnails()
-                let dayFormat = { (w: WallClockTime) -> String in String(w.description.dropFirst(5).prefix(11)).replacingOccurrences(of: "T", with: " ") }
-                let tiles = thumbs.map { t in
-                    RunSheet.Thumb(rgb: t.rgb, width: t.width, height: t.height,
-                                   labels: ["SLOT \(t.index)  \(dayFormat(t.wall))",
-                                            "\(t.exposure?.exposureDescription ?? "-")  GAIN \(t.gain.map { String(format2: $0) } ?? "-")"])
-                }
-                let title = "\(job.uppercased())  \(thumbs.count) OF \((try? journal.counts().values.reduce(0, +)) ?? 0) SLOTS  EV \(biases.map { String(format2: $0) }.joined(separator: ","))"
-                sheet = try directory.replace("contact-sheet.jpg", with: try RunSheet.jpeg(tiles, title: title))
-            } catch {
-                notice("the contact sheet was not written: \(error)")
-            }
-            return (keogram, sheet)
-        }
-
         let stop = StopReason()
         // SIGUSR1: the keogram and contact sheet so far, now (between slots).
         let refresh = try SignalTriggerSource(signal: SIGUSR1, name: "SIGUSR1")
@@ -467,56 +421,8 @@ struct TimelapseCommand: AsyncParsableCommand {
             stops.forEach { $0.stop() }
         }
 
-        var errors: [Duration] = []
-        var counts: [TimelapseJournal.SlotState: Int] = [:]
-        var tookOne = false
-        var paused = false
-        let needed = writer.diskEstimate(formats, steps: biases.count)
-        /// Why the next slot cannot be written, if it cannot.
-        func spaceProblem() -> String? {
-            do {
-                try directory.checkSpace(for: needed)
-                return nil
-            } catch let e as ShutterbugError where e.code == .noSpace {
-                return e.message
-            } catch {
-                return "\(error)"
-            }
-        }
-        // Slots the journal could not take (its disk full too) wait here and go in first when
-        // it can; nothing is dropped.
-        struct Pending {
-            var slot: TimelapseJournal.SlotRecord
-            var frames: [TimelapseJournal.FrameRecord] = []
-            var files: [TimelapseJournal.FileRecord] = []
-            var decision: ExposureRamp.Decision?
-            var rampAfter: ExposureRamp.Settings?
-            var whiteBalanceAfter: ColourGains?
-            var keogram: [UInt8]?
-            var thumbnail: TimelapseJournal.Thumbnail?
-        }
-        var unjournalled: [Pending] = []
-        func record(_ p: Pending) throws {
-            unjournalled.append(p)
-            try flushJournal()
-        }
-        func record(_ slot: TimelapseJournal.SlotRecord) throws { try record(Pending(slot: slot)) }
-        func flushJournal() throws {
-            while let r = unjournalled.first {
-                do {
-                    try journal.record(r.slot, frames: r.frames, files: r.files, decision: r.decision, rampAfter: r.rampAfter, whiteBalanceAfter: r.whiteBalanceAfter,
-                                       keogram: r.keogram, thumbnail: r.thumbnail)
-                    unjournalled.removeFirst()
-                } catch let e as ShutterbugError where e.code == .noSpace {
-                    if unjournalled.count == 1 { notice("the journal cannot be written (\(e.message)); its slots are kept until it can") }
-                    return
-                }
-            }
-        }
         // On a terminal, a status line under the slot lines, rewritten after each slot.
         let live = !json && isatty(1) != 0 && isatty(2) != 0
-        var lastSettings = ramp.settings
-        var lastPhase = "-"
         func status() {
             let next = schedule.next
             let total = schedule.total
@@ -524,7 +430,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             let wait = SensorTime(nanoseconds: schedule.wall(of: next).nanoseconds - offset) - cam.now
             let free = (try? directory.freeBytes()).map { Self.bytes($0) + " free" } ?? "free space unknown"
             let left = total.map { t in "\(Self.span(Duration.nanoseconds(max(0, schedule.wall(of: t - 1).nanoseconds - schedule.wall(of: next).nanoseconds)) + (plan.times == nil ? every : .zero))) to go" } ?? "until stopped"
-            var line = "slot \(next)\(total.map { "/\($0)" } ?? "") · next in \(Self.span(max(.zero, wait))) · \(lastSettings.exposure.exposureDescription) gain \(String(format2: lastSettings.gain)) · \(lastPhase) · \(free) · \(left)"
+            var line = "slot \(next)\(total.map { "/\($0)" } ?? "") · next in \(Self.span(max(.zero, wait))) · \(run.lastSettings.exposure.exposureDescription) gain \(String(format2: run.lastSettings.gain)) · \(run.lastPhase) · \(free) · \(left)"
             line = "\r\u{1B}[K" + line
             line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
         }
@@ -534,27 +440,13 @@ struct TimelapseCommand: AsyncParsableCommand {
             clear.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
         }
         defer { clearStatus() }
-        // Retention, between slots: the oldest slots' files go whole, journalled as deleted.
-        let keepLimit = try keepBytes()
-        var deletedSlots = 0
-        func retain(before current: Int, now: WallClockTime) throws {
-            guard keepLimit != nil || keepDays != nil else { return }
-            let cutoff = keepDays.map { WallClockTime(nanoseconds: now.nanoseconds - Int64($0 * 86_400e9)) }
-            for slot in try journal.slotsToDelete(maxBytes: keepLimit, before: cutoff, current: current) {
-                for path in slot.paths where unlink(path) != 0 && errno != ENOENT {
-                    notice("retention: cannot delete \(path): \(String(cString: strerror(errno)))")
-                }
-                try journal.markDeleted(slot: slot.index)
-                deletedSlots += 1
-            }
-        }
         loop: while stop.reason == nil {
             // Long until the next slot (the first one too, with a --start to come): stop the
             // camera, and start it again before the slot by twice its slowest start-up so far,
             // the lock's lead (some 30 frames of the first step) and a second.
             if let idleStop, stop.reason == nil, schedule.total.map({ schedule.next < $0 }) ?? true {
                 let nextInstant = SensorTime(nanoseconds: schedule.wall(of: schedule.next).nanoseconds - offset)
-                let firstStep = (manual ?? ramp.settings(biases: biases).steps)[0].exposure + .milliseconds(40)
+                let firstStep = run.firstStepExposure + .milliseconds(40)
                 let wake = nextInstant - ((starts.max() ?? .seconds(1)) * 2 + firstStep * 30 + .seconds(1))
                 if plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true, wake - cam.now > idleStop {
                     feed.idle(true)
@@ -590,7 +482,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 }
             }
             if wanted.take() {
-                let (k, c) = pictures()
+                let (k, c) = run.pictures()
                 clearStatus()
                 notice("SIGUSR1: \([k, c].compactMap { $0 }.joined(separator: " and ")) written")
             }
@@ -602,115 +494,23 @@ struct TimelapseCommand: AsyncParsableCommand {
                 break loop
             case .skip(let k, let wall, let reason):
                 // Slots passed before this run's first are missed (the job was not running).
-                let state: TimelapseJournal.SlotState = tookOne || resume.lastSlot == nil ? .skipped : .missed
-                try record(.init(index: k, wall: wall, state: state, reason: state == .missed ? "the job was not running" : reason))
-                counts[state, default: 0] += 1
+                let state: TimelapseJournal.SlotState = run.tookOne || resume.lastSlot == nil ? .skipped : .missed
+                _ = try run.notTaken(k, wall: wall, state: state, reason: state == .missed ? "the job was not running" : reason)
                 clearStatus()
                 report(slot: k, wall: wall, state: state, reason: reason)
             case .take(let k, let wall, let instant):
-                // Retention first: it may make the room the slot needs.
-                try retain(before: k, now: wall)
-                if let problem = spaceProblem() {
-                    // Paused for space: the slot still passes on time, recorded with why;
-                    // nothing already written is touched. It resumes by itself when space returns.
-                    if let f = try? await session.captureFrame(exposedAfter: instant, timeout: every + .seconds(5)) { f.release() }
-                    schedule.taken(k)
-                    if !paused {
-                        paused = true
-                        notice("pausing at slot \(k): \(problem); the job goes on once space is freed")
-                    }
-                    try record(.init(index: k, wall: wall, state: .skipped, reason: "paused: \(problem)"))
-                    counts[.skipped, default: 0] += 1
-                    clearStatus()
-                    report(slot: k, wall: wall, state: .skipped, reason: "paused: \(problem)")
-                    continue loop
-                }
-                if paused {
-                    paused = false
-                    notice("space is back: resuming at slot \(k)")
-                }
-                tookOne = true
-                let (steps, shift) = manual.map { ($0, 0.0) } ?? ramp.settings(biases: biases)
-                // The slot's white balance: from the last slot's towards what AWB measures now,
-                // fixed for the slot's frames (and the lock's before them), then AWB again.
-                let wb = nextWhiteBalance
-                nextWhiteBalance = nil
-                let settings = plain ? PhotoSettings(formats: formats, exposedAfter: instant, phaseLocked: lockable)
-                    : PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: formats, exposedAfter: instant, phaseLocked: lockable,
-                                    whiteBalance: wb?.applied)
-                var frames: [TimelapseJournal.FrameRecord] = []
-                var files: [TimelapseJournal.FileRecord] = []
-                var means: [Int: Double] = [:]
-                var columns: [Int: [UInt8]] = [:]
-                var thumbs: [Int: Thumbnailer] = [:]
-                var cameraTrouble = false
-                var failure: String?
-                var lockNote: String?
-                do {
-                    for try await e in writer.capture(settings, on: session) {
-                        switch e {
-                        case .photoCaptured(let s, let m): frames.append(.init(step: s.index, metadata: m, bias: biases[s.index]))
-                        case .photoMetered(let s, let mean, let column, let thumb):
-                            means[s.index] = mean
-                            columns[s.index] = column
-                            thumbs[s.index] = thumb
-                        case .fileWritten(let f): files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try Self.crc32(of: f.path)))
-                        case .captureFinished(let r): lockNote = r.phaseLock
-                        case .writeFailed(_, let format, let error): failure = "\(format): \(error)"
-                        default: break
-                        }
-                    }
-                } catch {
-                    failure = "\(error)"
-                    cameraTrouble = (error as? ShutterbugError).map { [.cameraLost, .timeout, .system].contains($0.code) } ?? false
-                }
-                // A few frames with AWB running again: what it measures sets the next slot's white
-                // balance, locked now, long before that slot's frames are planned. Only where the
-                // frames fit before the next slot's lock needs the camera (some 30 frames of its
-                // first step): at night, with long frames, the gains stay as they are instead.
-                let period = await session.latestFrame?.frameDuration ?? .milliseconds(50)
                 let nextInstant = SensorTime(nanoseconds: schedule.wall(of: k + 1).nanoseconds - offset)
-                let lead = ((manual ?? ramp.settings(biases: biases).steps).first?.exposure ?? period) * 30 + period * 6
-                if fadesWhiteBalance, !plain, nextInstant - cam.now > lead + .seconds(1), (try? await session.configure { $0.autoWhiteBalance = true }) != nil {
-                    if let f = try? await session.captureFrame(exposedAfter: cam.now + period * 4, timeout: .seconds(5)) { f.release() }
-                    await prepareWhiteBalance()
-                }
-                if await session.failureReason != nil { cameraTrouble = true }
+                let r = try await run.take(k, wall: wall, instant: instant, nextInstant: nextInstant, session: session, writer: writer, now: { clockNow() })
                 schedule.taken(k)
-                frames.sort { $0.step < $1.step }
-                let start = frames.compactMap(\.metadata.exposureStart).min()
-                // Meter the frame nearest 0 EV and move the ramp for the next slot.
-                var decision: ExposureRamp.Decision?
-                let zero = biases.indices.min { abs(biases[$0]) < abs(biases[$1]) }!
-                if manual == nil, !plain, let mean = means[zero], let m = frames.first(where: { $0.step == zero })?.metadata {
-                    let exposedWith = ExposureRamp.Settings(exposure: m.exposureTime ?? steps[zero].exposure,
-                                                            gain: (m.analogueGain?.value ?? steps[zero].gain) * (m.digitalGain?.value ?? 1))
-                    // The ramp meters the base frame; a biased or shifted one is brought back to 0 EV.
-                    let linear = Self.linear(mean) / pow(2, biases[zero] + shift)
-                    decision = ramp.update(metered: linear, lux: m.lux, exposedWith: exposedWith)
-                }
-                let state: TimelapseJournal.SlotState = failure == nil && frames.count == biases.count ? .taken : .failed
-                if let start { errors.append(start - instant) }
-                let adjusted = abs(shift) > 0.01 ? "bracket shifted \(String(format2: shift)) EV to fit the exposure limits" : nil
-                let zeroFrame = frames.first { $0.step == zero }?.metadata
-                // Only the slots the run's contact sheet keeps get a thumbnail made.
-                let thumbnail = k % TimelapseJournal.thumbStride(latest: k) != 0 ? nil : thumbs[zero].map {
-                    let t = $0.make()
-                    return TimelapseJournal.Thumbnail(rgb: t.rgb, width: t.width, height: t.height, exposure: zeroFrame?.exposureTime, gain: zeroFrame?.totalGain?.value)
-                }
-                try record(Pending(slot: .init(index: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, exposureStart: start,
-                                               captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)), number: nil),
-                                   frames: frames, files: files, decision: decision, rampAfter: ramp.settings, whiteBalanceAfter: wb?.applied, keogram: columns[zero], thumbnail: thumbnail))
-                counts[state, default: 0] += 1
                 clearStatus()
-                report(slot: k, wall: wall, state: state, reason: failure ?? adjusted, instant: instant, start: start, frames: frames, decision: decision, files: files.count, lock: lockNote, luma: means[zero], whiteBalance: wb)
-                notifier?.status("slot \(k)\(schedule.total.map { "/\($0)" } ?? "") \(state.rawValue) at \(wall); \(steps[zero].exposure.exposureDescription) gain \(String(format2: steps[zero].gain)); \(counts[.taken] ?? 0) taken this run")
-                lastSettings = steps[zero]
-                lastPhase = decision?.phase ?? lastPhase
-                if cameraTrouble {
+                report(r)
+                if let steps = r.settings {
+                    notifier?.status("slot \(k)\(schedule.total.map { "/\($0)" } ?? "") \(r.state.rawValue) at \(wall); \(steps.exposure.exposureDescription) gain \(String(format2: steps.gain)); \(run.counts[.taken] ?? 0) taken this run")
+                }
+                if r.cameraTrouble {
                     // The camera failed or went away: open it again; the slots that pass
                     // meanwhile are recorded as skipped (late) by the schedule.
-                    notice("slot \(k): the camera failed (\(failure ?? "the session failed")); opening it again")
+                    notice("slot \(k): the camera failed (\(r.reason ?? "the session failed")); opening it again")
                     await session.stop()
                     cam.release()
                     if !cam.info.isSimulated {
@@ -719,7 +519,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                         // and registering it again when the device returns is fatal in the
                         // camera manager. A new process can: under systemd (Restart=) the
                         // job resumes from the journal, the slots missed meanwhile recorded.
-                        try flushJournal()
+                        try run.flushJournal()
                         notifier?.stopping(status: "timelapse '\(job)': the camera failed; exiting so a new process can open it")
                         notice("libcamera cannot open \(cam.info.id) again in this process; exiting (status 75) so the service manager starts a new one, which resumes the job")
                         throw ExitCode(75)
@@ -745,14 +545,16 @@ struct TimelapseCommand: AsyncParsableCommand {
         clearStatus()
         notifier?.stopping(status: "timelapse '\(job)' stopping: \(stop.reason ?? "the schedule ended")")
         await session.stop()
-        try flushJournal()
-        try retain(before: schedule.next, now: WallClockTime(nanoseconds: cam.now.nanoseconds + offset))
-        if !unjournalled.isEmpty { notice("\(unjournalled.count) slots could not be journalled (the disk is full); their files are on disk") }
-        let (keogramPath, sheetPath) = pictures()
+        try run.flushJournal()
+        try run.retain(before: schedule.next, now: WallClockTime(nanoseconds: cam.now.nanoseconds + offset))
+        if run.unjournalledCount > 0 { notice("\(run.unjournalledCount) slots could not be journalled (the disk is full); their files are on disk") }
+        let (keogramPath, sheetPath) = run.pictures()
         let why = stop.reason ?? "the schedule ended"
+        let counts = run.counts
+        let deletedSlots = run.deletedSlots
         let all = try journal.counts()
         let integrity = try journal.database.integrityCheck()
-        let dist = LagDistribution(errors.map { $0 < .zero ? .zero - $0 : $0 })
+        let dist = LagDistribution(run.errors.map { $0 < .zero ? .zero - $0 : $0 })
         if json {
             var o = JSONObject()
             o.add("summary", true)
@@ -808,25 +610,9 @@ struct TimelapseCommand: AsyncParsableCommand {
         return g >= 1 ? String(format2: g) + " GiB" : String(format2: Double(n) / Double(1 << 20)) + " MiB"
     }
 
-    /// Full-range luma (0...255) to linear light, as the sRGB curve the ISP applied.
-    static func linear(_ luma: Double) -> Double {
-        let v = max(0, min(1, luma / 255))
-        return v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4)
-    }
-
-    static func crc32(of path: String) throws -> UInt32 {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
-        defer { close(fd) }
-        var crc: UInt32 = 0
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
-            if n == 0 { break }
-            crc = buffer.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0.prefix(n)), initial: crc) }
-        }
-        return crc
+    private func report(_ r: TimelapseRun.SlotResult) {
+        report(slot: r.index, wall: r.wall, state: r.state, reason: r.reason, instant: r.instant, start: r.start, frames: r.frames, decision: r.decision,
+               files: r.files.count, lock: r.lock, luma: r.luma, whiteBalance: r.whiteBalance)
     }
 
     private func report(slot k: Int, wall: WallClockTime, state: TimelapseJournal.SlotState, reason: String?, instant: SensorTime? = nil, start: SensorTime? = nil,

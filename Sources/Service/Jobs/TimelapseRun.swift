@@ -1,0 +1,389 @@
+import Capture
+import ImageOutput
+import Journal
+import ShutterbugCore
+import Timelapse
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What makes a timelapse job, checked already (by the command line's parser, for
+/// `shutterbug timelapse` and for the service's jobs alike).
+public struct TimelapseJobSpec: Sendable {
+    /// The job's name in the journal: the same name resumes it.
+    public var name: String
+    /// Each step's bias in EV around the ramped exposure (for a manual bracket, each exposure
+    /// against the middle step's).
+    public var biases: [Double]
+    /// A manual bracket, the same each slot (no ramp).
+    public var manual: [ExposureRamp.Settings]?
+    public var formats: Set<PhotoFormat>
+    /// The file-name template under the output directory.
+    public var template: String
+    /// The longest exposure the ramp uses (nil: derived from the interval).
+    public var maxExposure: Duration?
+    public var maxGain: Double = 16
+    public var rampStep: Double = 1.0 / 3.0
+    public var nightOffset: Double = -1
+    public var wbStep: Double = 0.1
+    public var keepBytes: Int64?
+    public var keepDays: Double?
+    public var phaseLock = true
+    /// What the journal compares on a resume: the settings that make it the same job.
+    public var journalSpec: String
+    /// The slots, from the first slot's time (`start`, or now) and the journal's anchor (the
+    /// job's first slot ever, on a resume).
+    public var plan: @Sendable (_ start: WallClockTime, _ anchor: WallClockTime?) throws -> TimelapseSchedule.Plan
+    /// The first slot at or after this (nil: now).
+    public var start: WallClockTime?
+
+    public init(name: String, biases: [Double], manual: [ExposureRamp.Settings]?, formats: Set<PhotoFormat>, template: String, journalSpec: String,
+                start: WallClockTime?, plan: @escaping @Sendable (WallClockTime, WallClockTime?) throws -> TimelapseSchedule.Plan) {
+        self.name = name
+        self.biases = biases
+        self.manual = manual
+        self.formats = formats
+        self.template = template
+        self.journalSpec = journalSpec
+        self.start = start
+        self.plan = plan
+    }
+}
+
+/// One timelapse job's slots taken on a running capture session: the exposure ramp, the white
+/// balance fade, the space check and retention, the journal (slots it cannot take yet are kept
+/// until it can), the keogram and the contact sheet. Who runs it owns the camera and the
+/// schedule: `shutterbug timelapse` (which stops and reopens the camera) and the service's jobs
+/// (which share the service's session).
+///
+/// Not thread-safe: one task drives it.
+public final class TimelapseRun {
+    public let spec: TimelapseJobSpec
+    public let journal: TimelapseJournal
+    public let directory: OutputDirectory
+    /// The camera has no exposure control: a photo per slot at its own exposure.
+    public let plain: Bool
+    /// Slots are phase-locked (the camera has frame-duration control and the job wants it).
+    public let lockable: Bool
+    public let fadesWhiteBalance: Bool
+    /// The interval, or the shortest gap of a list: what a slot's work must fit in.
+    public let every: Duration
+    public private(set) var ramp: ExposureRamp
+    var whiteBalance: WhiteBalanceFade
+    /// The next slot's white balance, locked on the camera already (sent without a wait, right
+    /// after a slot or a camera start, so it never delays a slot's phase lock).
+    var nextWhiteBalance: (measured: ColourGains, applied: ColourGains)?
+    /// Slots this run, by state.
+    public private(set) var counts: [TimelapseJournal.SlotState: Int] = [:]
+    /// Each taken slot's exposure start less its instant.
+    public private(set) var errors: [Duration] = []
+    public private(set) var deletedSlots = 0
+    /// The 0 EV step's settings at the last slot, and the ramp's phase then.
+    public private(set) var lastSettings: ExposureRamp.Settings
+    public private(set) var lastPhase = "-"
+    /// Why slots are not being written (the disk too full), while they are not.
+    public private(set) var pausedForSpace: String?
+    /// A slot has been taken in this run.
+    public private(set) var tookOne = false
+    /// Slots the journal could not take (its disk full too): they go in first when it can.
+    var unjournalled: [Pending] = []
+    /// Where messages go (the command's standard error, the service's log).
+    let log: @Sendable (String) -> Void
+
+    struct Pending {
+        var slot: TimelapseJournal.SlotRecord
+        var frames: [TimelapseJournal.FrameRecord] = []
+        var files: [TimelapseJournal.FileRecord] = []
+        var decision: ExposureRamp.Decision?
+        var rampAfter: ExposureRamp.Settings?
+        var whiteBalanceAfter: ColourGains?
+        var keogram: [UInt8]?
+        var thumbnail: TimelapseJournal.Thumbnail?
+    }
+
+    /// Starts the run's state from the camera's limits and its first settled frame (where the
+    /// ramp begins unless the journal has one).
+    ///
+    /// - Throws: `invalidArgument` when the job cannot run on this camera as asked (a bracket
+    ///   on a camera without exposure control, manual exposures longer than half the interval).
+    public init(spec: TimelapseJobSpec, journal: TimelapseJournal, directory: OutputDirectory, camera: String, limits: ControlLimits,
+                first: FrameMetadata, resume: TimelapseJournal.Resume, every: Duration, log: @escaping @Sendable (String) -> Void) throws {
+        self.spec = spec
+        self.journal = journal
+        self.directory = directory
+        self.every = every
+        self.log = log
+        plain = !limits.supported.isSuperset(of: [.exposureTime, .analogueGain])
+        lockable = spec.phaseLock && limits.supported.contains(.frameDurationLimits)
+        if plain {
+            guard spec.manual == nil, spec.biases == [0] else {
+                throw ShutterbugError(.invalidArgument, "\(camera) has no exposure control (ExposureTime, AnalogueGain): a timelapse on it takes a photo at the camera's own exposure per slot; give no --ev or --exposures")
+            }
+        }
+        if let manual = spec.manual {
+            let busy = manual.reduce(Duration.zero) { $0 + $1.exposure }
+            guard busy * 2 <= every else {
+                throw ShutterbugError(.invalidArgument, "--exposures add up to \(busy.exposureDescription), more than half the time between slots (\(every.millisecondsDescription)): slots would be skipped; give shorter exposures or a longer interval")
+            }
+        }
+        // By default the brightest step of the bracket takes at most an eighth of the interval,
+        // so the bracket and the requests ahead of it fit between slots; phase-locked, at most
+        // 1/32 of it, since the lock runs some 25 frames of the first step's length before the
+        // slot (`PhaseLock.leadFrames`). A longer maximum is taken, and the slots the lock
+        // cannot fit fall back to the first frame exposed after the instant (and say so).
+        let brightest = pow(2, max(0, spec.biases.max() ?? 0))
+        let longest = spec.maxExposure ?? min(every / (8 * brightest), spec.phaseLock ? every / 32 : .seconds(4), .seconds(4))
+        let exposureRange = limits.exposureTime.map { $0.lowerBound...min(max(longest, $0.lowerBound), $0.upperBound) } ?? (.microseconds(100)...longest)
+        let gainRange = limits.analogueGain.map { max(1, $0.lowerBound)...max(max(1, $0.lowerBound), min(spec.maxGain, $0.upperBound)) } ?? (1...spec.maxGain)
+        var rampConfig = ExposureRamp.Configuration(exposure: exposureRange, gain: gainRange)
+        rampConfig.maxStep = spec.rampStep
+        rampConfig.nightOffset = spec.nightOffset
+        let startSettings = resume.ramp ?? .init(exposure: first.exposureTime ?? .milliseconds(10),
+                                                  gain: (first.analogueGain?.value ?? 1) * (first.digitalGain?.value ?? 1))
+        ramp = ExposureRamp(rampConfig, settings: startSettings)
+        lastSettings = ramp.settings
+        // White balance cross-faded from slot to slot where the camera can fix it.
+        fadesWhiteBalance = spec.wbStep > 0 && limits.supported.isSuperset(of: [.colourGains, .awbEnable])
+        whiteBalance = WhiteBalanceFade(maxStep: spec.wbStep, applied: resume.whiteBalance)
+    }
+
+    /// The first step's exposure at the next slot: what the lock's lead is counted in.
+    public var firstStepExposure: Duration { (spec.manual ?? ramp.settings(biases: spec.biases).steps)[0].exposure }
+
+    /// The camera's white balance for the next slot, from the last slot's towards what AWB
+    /// measures now, locked at once without waiting for it to land.
+    public func prepareWhiteBalance(_ session: CaptureSession) async {
+        guard fadesWhiteBalance, !plain, let measured = await session.latestFrame?.colourGains else { return }
+        var fade = whiteBalance
+        let gains = fade.next(measured: measured)
+        guard (try? await session.configure(waiting: false) { $0.lockedWhiteBalance = gains }) != nil else { return }
+        whiteBalance = fade
+        nextWhiteBalance = (measured, gains)
+    }
+
+    /// What became of a slot.
+    public struct SlotResult: Sendable {
+        public var index: Int
+        public var wall: WallClockTime
+        public var state: TimelapseJournal.SlotState
+        public var reason: String?
+        public var instant: SensorTime?
+        /// The first step's exposure start.
+        public var start: SensorTime?
+        public var frames: [TimelapseJournal.FrameRecord] = []
+        public var decision: ExposureRamp.Decision?
+        public var files: [String] = []
+        /// How the phase lock went.
+        public var lock: String?
+        /// The 0 EV photo's mean luma (0...255).
+        public var luma: Double?
+        public var whiteBalance: (measured: ColourGains, applied: ColourGains)?
+        /// The camera failed or went away during the slot: its owner should open it again.
+        public var cameraTrouble = false
+        /// The 0 EV step's settings.
+        public var settings: ExposureRamp.Settings?
+    }
+
+    /// A slot not taken (`skipped` or `missed`), journalled with why.
+    public func notTaken(_ k: Int, wall: WallClockTime, state: TimelapseJournal.SlotState, reason: String) throws -> SlotResult {
+        try record(Pending(slot: .init(index: k, wall: wall, state: state, reason: reason)))
+        counts[state, default: 0] += 1
+        return SlotResult(index: k, wall: wall, state: state, reason: reason)
+    }
+
+    /// Takes slot `k`: retention first (it may make the room the slot needs), then the slot's
+    /// photo or bracket exposed at `instant`, written by `writer` and journalled; the ramp and
+    /// the white balance move on for the next slot, whose instant is `nextInstant`. A slot
+    /// whose files would not fit passes on time and is recorded as skipped (paused for space);
+    /// the job goes on by itself when space returns.
+    public func take(_ k: Int, wall: WallClockTime, instant: SensorTime, nextInstant: SensorTime, session: CaptureSession, writer: PhotoFileWriter,
+                     now: @Sendable () -> SensorTime) async throws -> SlotResult {
+        let biases = spec.biases
+        try retain(before: k, now: wall)
+        if let problem = spaceProblem(writer) {
+            if let f = try? await session.captureFrame(exposedAfter: instant, timeout: every + .seconds(5)) { f.release() }
+            if pausedForSpace == nil { log("pausing at slot \(k): \(problem); the job goes on once space is freed") }
+            pausedForSpace = problem
+            return try notTaken(k, wall: wall, state: .skipped, reason: "paused: \(problem)")
+        }
+        if pausedForSpace != nil {
+            pausedForSpace = nil
+            log("space is back: resuming at slot \(k)")
+        }
+        tookOne = true
+        let (steps, shift) = spec.manual.map { ($0, 0.0) } ?? ramp.settings(biases: biases)
+        // The slot's white balance: from the last slot's towards what AWB measures now, fixed
+        // for the slot's frames (and the lock's before them), then AWB again.
+        let wb = nextWhiteBalance
+        nextWhiteBalance = nil
+        let settings = plain ? PhotoSettings(formats: spec.formats, exposedAfter: instant, phaseLocked: lockable)
+            : PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: spec.formats, exposedAfter: instant, phaseLocked: lockable,
+                            whiteBalance: wb?.applied)
+        var result = SlotResult(index: k, wall: wall, state: .taken, instant: instant, whiteBalance: wb)
+        var files: [TimelapseJournal.FileRecord] = []
+        var means: [Int: Double] = [:]
+        var columns: [Int: [UInt8]] = [:]
+        var thumbs: [Int: Thumbnailer] = [:]
+        var failure: String?
+        do {
+            for try await e in writer.capture(settings, on: session) {
+                switch e {
+                case .photoCaptured(let s, let m): result.frames.append(.init(step: s.index, metadata: m, bias: biases[s.index]))
+                case .photoMetered(let s, let mean, let column, let thumb):
+                    means[s.index] = mean
+                    columns[s.index] = column
+                    thumbs[s.index] = thumb
+                case .fileWritten(let f):
+                    files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try Self.crc32(of: f.path)))
+                    result.files.append(f.path)
+                case .captureFinished(let r): result.lock = r.phaseLock
+                case .writeFailed(_, let format, let error): failure = "\(format): \(error)"
+                default: break
+                }
+            }
+        } catch {
+            failure = "\(error)"
+            result.cameraTrouble = (error as? ShutterbugError).map { [.cameraLost, .timeout, .system].contains($0.code) } ?? false
+        }
+        // A few frames with AWB running again: what it measures sets the next slot's white
+        // balance, locked now, long before that slot's frames are planned. Only where the frames
+        // fit before the next slot's lock needs the camera (some 30 frames of its first step):
+        // at night, with long frames, the gains stay as they are instead.
+        let period = await session.latestFrame?.frameDuration ?? .milliseconds(50)
+        let lead = firstStepExposure * 30 + period * 6
+        if fadesWhiteBalance, !plain, nextInstant - now() > lead + .seconds(1), (try? await session.configure { $0.autoWhiteBalance = true }) != nil {
+            if let f = try? await session.captureFrame(exposedAfter: now() + period * 4, timeout: .seconds(5)) { f.release() }
+            await prepareWhiteBalance(session)
+        }
+        if await session.failureReason != nil { result.cameraTrouble = true }
+        result.frames.sort { $0.step < $1.step }
+        result.start = result.frames.compactMap(\.metadata.exposureStart).min()
+        // Meter the frame nearest 0 EV and move the ramp for the next slot.
+        let zero = biases.indices.min { abs(biases[$0]) < abs(biases[$1]) }!
+        if spec.manual == nil, !plain, let mean = means[zero], let m = result.frames.first(where: { $0.step == zero })?.metadata {
+            let exposedWith = ExposureRamp.Settings(exposure: m.exposureTime ?? steps[zero].exposure,
+                                                    gain: (m.analogueGain?.value ?? steps[zero].gain) * (m.digitalGain?.value ?? 1))
+            // The ramp meters the base frame; a biased or shifted one is brought back to 0 EV.
+            let linear = Self.linear(mean) / pow(2, biases[zero] + shift)
+            result.decision = ramp.update(metered: linear, lux: m.lux, exposedWith: exposedWith)
+        }
+        result.state = failure == nil && result.frames.count == biases.count ? .taken : .failed
+        if let start = result.start { errors.append(start - instant) }
+        let adjusted = abs(shift) > 0.01 ? "bracket shifted \(String(format2: shift)) EV to fit the exposure limits" : nil
+        result.reason = failure ?? adjusted
+        result.luma = means[zero]
+        let zeroFrame = result.frames.first { $0.step == zero }?.metadata
+        // Only the slots the run's contact sheet keeps get a thumbnail made.
+        let thumbnail = k % TimelapseJournal.thumbStride(latest: k) != 0 ? nil : thumbs[zero].map {
+            let t = $0.make()
+            return TimelapseJournal.Thumbnail(rgb: t.rgb, width: t.width, height: t.height, exposure: zeroFrame?.exposureTime, gain: zeroFrame?.totalGain?.value)
+        }
+        try record(Pending(slot: .init(index: k, wall: wall, state: result.state, reason: result.reason, instant: instant, exposureStart: result.start,
+                                       captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)), number: nil),
+                           frames: result.frames, files: files, decision: result.decision, rampAfter: ramp.settings, whiteBalanceAfter: wb?.applied,
+                           keogram: columns[zero], thumbnail: thumbnail))
+        counts[result.state, default: 0] += 1
+        result.settings = steps[zero]
+        lastSettings = steps[zero]
+        lastPhase = result.decision?.phase ?? lastPhase
+        return result
+    }
+
+    /// Why the next slot cannot be written, if it cannot.
+    func spaceProblem(_ writer: PhotoFileWriter) -> String? {
+        do {
+            try directory.checkSpace(for: writer.diskEstimate(spec.formats, steps: spec.biases.count))
+            return nil
+        } catch let e as ShutterbugError where e.code == .noSpace {
+            return e.message
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    func record(_ p: Pending) throws {
+        unjournalled.append(p)
+        try flushJournal()
+    }
+
+    /// Slots the journal could not take yet, now; those it still cannot take wait.
+    public func flushJournal() throws {
+        while let r = unjournalled.first {
+            do {
+                try journal.record(r.slot, frames: r.frames, files: r.files, decision: r.decision, rampAfter: r.rampAfter, whiteBalanceAfter: r.whiteBalanceAfter,
+                                   keogram: r.keogram, thumbnail: r.thumbnail)
+                unjournalled.removeFirst()
+            } catch let e as ShutterbugError where e.code == .noSpace {
+                if unjournalled.count == 1 { log("the journal cannot be written (\(e.message)); its slots are kept until it can") }
+                return
+            }
+        }
+    }
+
+    /// Slots not journalled yet (the disk is full).
+    public var unjournalledCount: Int { unjournalled.count }
+
+    /// Retention, between slots: the oldest slots' files go whole, journalled as deleted.
+    public func retain(before current: Int, now: WallClockTime) throws {
+        guard spec.keepBytes != nil || spec.keepDays != nil else { return }
+        let cutoff = spec.keepDays.map { WallClockTime(nanoseconds: now.nanoseconds - Int64($0 * 86_400e9)) }
+        for slot in try journal.slotsToDelete(maxBytes: spec.keepBytes, before: cutoff, current: current) {
+            for path in slot.paths where unlink(path) != 0 && errno != ENOENT {
+                log("retention: cannot delete \(path): \(String(cString: strerror(errno)))")
+            }
+            try journal.markDeleted(slot: slot.index)
+            deletedSlots += 1
+        }
+    }
+
+    /// The job's keogram (one column per slot) and contact sheet (slots spread over the run)
+    /// so far, each replaced whole, never half written.
+    @discardableResult
+    public func pictures() -> (keogram: String?, sheet: String?) {
+        var keogram: String?, sheet: String?
+        do {
+            let columns = try journal.keogramColumns()
+            guard !columns.isEmpty else { throw ShutterbugError(.invalidState, "the job has no slot yet") }
+            keogram = try directory.replace("keogram.png", with: try Keogram.png(columns))
+        } catch {
+            log("the keogram was not written: \(error)")
+        }
+        do {
+            let thumbs = try journal.thumbnails()
+            let dayFormat = { (w: WallClockTime) -> String in String(w.description.dropFirst(5).prefix(11)).replacingOccurrences(of: "T", with: " ") }
+            let tiles = thumbs.map { t in
+                RunSheet.Thumb(rgb: t.rgb, width: t.width, height: t.height,
+                               labels: ["SLOT \(t.index)  \(dayFormat(t.wall))",
+                                        "\(t.exposure?.exposureDescription ?? "-")  GAIN \(t.gain.map { String(format2: $0) } ?? "-")"])
+            }
+            let title = "\(spec.name.uppercased())  \(thumbs.count) OF \((try? journal.counts().values.reduce(0, +)) ?? 0) SLOTS  EV \(spec.biases.map { String(format2: $0) }.joined(separator: ","))"
+            sheet = try directory.replace("contact-sheet.jpg", with: try RunSheet.jpeg(tiles, title: title))
+        } catch {
+            log("the contact sheet was not written: \(error)")
+        }
+        return (keogram, sheet)
+    }
+
+    /// Full-range luma (0...255) to linear light, as the sRGB curve the ISP applied.
+    public static func linear(_ luma: Double) -> Double {
+        let v = max(0, min(1, luma / 255))
+        return v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4)
+    }
+
+    /// The CRC-32 of a file, as the journal keeps it to tell a file changed or cut short.
+    public static func crc32(of path: String) throws -> UInt32 {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
+        defer { close(fd) }
+        var crc: UInt32 = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
+            if n == 0 { break }
+            crc = buffer.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0.prefix(n)), initial: crc) }
+        }
+        return crc
+    }
+}
