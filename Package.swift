@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     ],
     targets: [
         // C: the only C and C++, one prefix per shim.
@@ -77,12 +79,13 @@ let package = Package(
         .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM", .product(name: "SystemPackage", package: "swift-system")], path: "Sources/Sinks/KMS"),
         .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"], path: "Sources/Triggers/LinuxGPIO"),
         // Service: what a long-running camera service needs besides the camera.
-        .target(name: "Systemd", path: "Sources/Service/Systemd"),
+        .target(name: "Systemd", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Sources/Service/Systemd"),
         // Job files and the service's configuration: YAML (Yams), every key with its line.
         .target(name: "ConfigFile", dependencies: [.product(name: "Yams", package: "Yams")], path: "Sources/Service/ConfigFile"),
-        .target(name: "Jobs", dependencies: ["Capture", "ImageOutput", "Journal", "ShutterbugCore", "Timelapse"], path: "Sources/Service/Jobs"),
-        .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Jobs", "Journal", "Timelapse", "LinuxGPIO", "ProcessTriggers", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird"),
-                                               .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus")],
+        .target(name: "Jobs", dependencies: ["CSystemShims", "Capture", "ImageOutput", "Journal", "ShutterbugCore", "Timelapse"], path: "Sources/Service/Jobs"),
+        .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Jobs", "Journal", "Timelapse", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird"),
+                                               .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
+                                               .product(name: "Logging", package: "swift-log")],
                 path: "Sources/Service/Server"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 
@@ -94,6 +97,8 @@ let package = Package(
                 "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "Systemd", "Server", "ConfigFile",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Sources/Commands/shutterbug"
         ),

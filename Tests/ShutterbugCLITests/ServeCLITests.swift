@@ -156,7 +156,7 @@ struct ServeCLITests {
         #expect(s.stop() == 0)
     }
 
-    @Test("serve --config: the service's options from YAML (here its token file), the command line's over them; config check names a serve file's mistakes at their lines, the sections this version does not run among them")
+    @Test("serve --config: the service's options from YAML (here its token file), the command line's over them; config check names a serve file's mistakes at their lines, its jobs' and triggers' among them")
     func configuration() async throws {
         let dir = NSTemporaryDirectory() + "sb-serve-config-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -182,6 +182,16 @@ struct ServeCLITests {
             jobs:
               - job: roof
                 interval: 30s
+              - name: sky
+                count: 3
+                interval: 0s
+                ev: [-1, 0, 1]
+                size: 100x100
+            triggers:
+              - name: button
+              - name: b2
+                simulated: regular:1s
+                keypress: true
             output: \(dir)/out
             """.write(toFile: dir + "/bad.yaml", atomically: true, encoding: .utf8)
         let bad = try await runChild(OutputCLITests.exe, ["config", "check", dir + "/bad.yaml"])
@@ -189,9 +199,14 @@ struct ServeCLITests {
         let lines = bad.out.split(separator: "\n").map(String.init)
         #expect(lines.contains { $0.hasPrefix("\(dir)/bad.yaml:1: listen: --listen must be HOST:PORT") }, "\(bad.out)")
         #expect(lines.contains("\(dir)/bad.yaml:2: rate-limt: Unknown option '--rate-limt'. Did you mean '--rate-limit'?"), "\(bad.out)")
-        #expect(lines.contains { $0.hasPrefix("\(dir)/bad.yaml:4: jobs: timelapse jobs inside the service are not run by this version yet") }, "\(bad.out)")
+        #expect(lines.contains("\(dir)/bad.yaml:4: jobs: each entry needs a name (- name: roof)"), "\(bad.out)")
+        #expect(lines.contains { $0.hasPrefix("\(dir)/bad.yaml:4: jobs: job: not an option of a job in the service; a job's options are interval, at, count") }, "\(bad.out)")
+        #expect(lines.contains("\(dir)/bad.yaml:8: jobs sky: interval: --interval must be a period from 0.1 s to 604800 s, written 30s, 5m, 2h or 1d, not '0s'"), "\(bad.out)")
+        #expect(lines.contains { $0.hasPrefix("\(dir)/bad.yaml:10: jobs sky: size: not an option of a job in the service") }, "\(bad.out)")
+        #expect(lines.contains("\(dir)/bad.yaml:12: triggers button: give exactly one trigger source: --gpio LINE, --signal, --keypress or --simulated PATTERN"), "\(bad.out)")
+        #expect(lines.contains { $0.hasPrefix("\(dir)/bad.yaml:15: triggers b2: keypress: not an option of a trigger in the service") }, "\(bad.out)")
         let refused = try await runChild(OutputCLITests.exe, ["serve", "--config", dir + "/bad.yaml"])
-        #expect(refused.status == 64 && refused.err.contains("the configuration has 3 mistakes"), "\(refused.err)")
+        #expect(refused.status == 64 && refused.err.contains("the configuration has 8 mistakes"), "\(refused.err)")
     }
 
     @Test("the rate limit: past its burst a client gets 429 with Retry-After and a message naming the limit, and is let in again as its bucket refills; --rate-limit out of range is refused")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ConfigFile
 import Server
 
 #if canImport(FoundationNetworking)
@@ -53,11 +54,16 @@ struct ServiceOptions: ParsableArguments {
     }
 
     /// The service's answer as an error a person can act on, for a status that is not 2xx.
-    static func refusal(_ status: Int, _ body: Data) -> ValidationError {
+    static func refusal(_ status: Int, _ body: Data) -> ServiceRefusal {
         let message = (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["error"] as? String ?? String(decoding: body, as: UTF8.self)
         let hint = status == 401 ? " (give --token-file or SHUTTERBUG_TOKEN)" : ""
-        return ValidationError("the service answered \(status): \(message)\(hint)")
+        return ServiceRefusal(description: "the service answered \(status): \(message)\(hint)")
     }
+}
+
+/// The service refused a request: its status and message, with no usage text after it.
+struct ServiceRefusal: Error, CustomStringConvertible {
+    var description: String
 }
 
 struct ServiceUnreachable: Error, CustomStringConvertible {
@@ -185,4 +191,103 @@ enum ServiceProbe {
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
         return err == 0
     }
+}
+
+/// `shutterbug jobs`: the running service's timelapse jobs, listed, created and controlled.
+struct JobsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "jobs",
+        abstract: "The running service's timelapse jobs: list them, create one, pause, resume or stop one; reload the service's configuration.",
+        discussion: """
+            shutterbug jobs                       the jobs, a line each
+            shutterbug jobs create NAME --job-file roof.yaml   a job from a job file's options
+            shutterbug jobs pause|resume|stop NAME
+            shutterbug jobs reload                the service reads its configuration again (as SIGHUP)
+            A job file holds `shutterbug timelapse`'s options (interval: 30s, ev: [-2, 0, 2]); \
+            the service puts the job's files under its output, in a folder named after the job.
+            """)
+
+    @OptionGroup var service: ServiceOptions
+
+    @Argument(help: ArgumentHelp("list, create, pause, resume, stop or reload.", valueName: "action"))
+    var action: String = "list"
+
+    @Argument(help: ArgumentHelp("The job's name.", valueName: "name"))
+    var name: String?
+
+    @Option(name: .long, help: ArgumentHelp("With create: a YAML file of the job's options (shutterbug timelapse's long options).", valueName: "file"))
+    var jobFile: String?
+
+    @Flag(name: .long, help: "The service's JSON as it is.")
+    var json = false
+
+    func validate() throws {
+        let actions = ["list", "create", "pause", "resume", "stop", "reload"]
+        guard actions.contains(action) else { throw ValidationError("the action is one of \(actions.joined(separator: ", ")), not '\(action)'") }
+        if ["create", "pause", "resume", "stop"].contains(action), name == nil { throw ValidationError("\(action) needs the job's name: shutterbug jobs \(action) NAME") }
+        if action == "create", jobFile == nil { throw ValidationError("create needs --job-file FILE with the job's options (interval: 30s, count: 100, ev: [-2, 0, 2])") }
+        if jobFile != nil, action != "create" { throw ValidationError("--job-file goes with create") }
+    }
+
+    func run() async throws {
+        let (status, body): (Int, Data)
+        switch action {
+        case "list": (status, body) = try await service.call("api/jobs")
+        case "reload": (status, body) = try await service.call("api/config/reload", method: "POST")
+        case "create":
+            // The file's options, checked here with their lines, sent as the API takes them.
+            let problems = OptionFile.jobs.check(.init(name: name, line: 1, options: try Self.options(jobFile!)), file: jobFile!)
+            guard problems.isEmpty else {
+                notice("the job file has \(problems.count == 1 ? "a mistake" : "\(problems.count) mistakes"):\n" + problems.map(\.description).joined(separator: "\n"))
+                throw ExitCode.validationFailure
+            }
+            var options: [String: Any] = [:]
+            for o in try Self.options(jobFile!) {
+                switch o.value {
+                case .flag(let on): options[o.key] = on
+                case .text(let t): options[o.key] = t
+                case .list(let items): options[o.key] = items
+                }
+            }
+            (status, body) = try await service.call("api/jobs", method: "POST", body: try JSONSerialization.data(withJSONObject: ["name": name!, "options": options]))
+        default:
+            (status, body) = try await service.call("api/jobs/\(name!)/\(action)", method: "POST")
+        }
+        guard (200...299).contains(status) else { throw ServiceOptions.refusal(status, body) }
+        if json {
+            print(String(decoding: body, as: UTF8.self), terminator: "")
+            return
+        }
+        if action == "reload" {
+            let r = try JSONDecoder().decode(CameraService.Reload.self, from: body)
+            print("reloaded: kept \(r.kept.joined(separator: ", ").nonEmpty ?? "nothing"); started \(r.started.joined(separator: ", ").nonEmpty ?? "nothing"); restarted \(r.restarted.joined(separator: ", ").nonEmpty ?? "nothing"); stopped \(r.stopped.joined(separator: ", ").nonEmpty ?? "nothing")")
+            if !r.needsRestart.isEmpty { print("  \(r.needsRestart.joined(separator: ", ")) changed: they take effect when the service is restarted") }
+            return
+        }
+        let jobs = action == "list" ? try JSONDecoder().decode([JobStatus].self, from: body) : [try JSONDecoder().decode(JobStatus.self, from: body)]
+        if jobs.isEmpty { print("the service at \(try service.base().absoluteString) runs no job") }
+        for j in jobs {
+            let next = j.nextSlot.map { "next slot \($0)\(j.total.map { " of \($0)" } ?? "") at \(j.nextSlotAt ?? "?")" } ?? ""
+            print("\(j.name): \(j.state.rawValue)\(j.message.map { " (\($0))" } ?? ""); \(j.taken) taken, \(j.skipped) skipped, \(j.missed) missed, \(j.failed) failed this run\(next.isEmpty ? "" : "; " + next)")
+            if let s = j.lastSlot { print("  last slot \(s.index) at \(s.wall): \(s.state), frames \(s.frames.map(String.init).joined(separator: ",")), \(s.files.count) files") }
+        }
+    }
+
+    static func options(_ path: String) throws -> [OptionSetting] {
+        do {
+            let read = try OptionDocument(path: path).options()
+            guard read.problems.isEmpty else {
+                notice(read.problems.map(\.description).joined(separator: "\n"))
+                throw ExitCode.validationFailure
+            }
+            return read.options
+        } catch let e as ConfigurationProblems {
+            notice(e.description)
+            throw ExitCode.validationFailure
+        }
+    }
+}
+
+extension String {
+    var nonEmpty: String? { isEmpty ? nil : self }
 }

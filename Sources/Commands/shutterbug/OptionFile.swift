@@ -21,15 +21,37 @@ struct OptionFile: Sendable {
     var parse: @Sendable ([String]) throws -> Void
     /// The message for an error `parse` threw, as ArgumentParser words it.
     var message: @Sendable (Error) -> String
-    /// Sections the file format keeps for what this version does not run yet, and why not.
-    var reserved: [String: String] = [:]
+    /// Lists of named entries the file holds beside its options (the service's jobs and
+    /// triggers), each entry another command's options.
+    var sections: [Section] = []
+
+    /// A list of entries, each a mapping with a `name` and some of a command's options.
+    struct Section: Sendable {
+        var key: String
+        /// What one entry is called in messages.
+        var what: String
+        /// The command whose options an entry holds.
+        var command: OptionFile
+        /// The options an entry may give (the others are the service's).
+        var allowed: [String]
+        /// What the service adds to an entry's options on its command line.
+        var fixed: @Sendable (_ name: String) -> [String]
+    }
 
     static let timelapse = OptionFile(command: "timelapse", option: "--job-file", what: "job file",
                                       parse: { _ = try TimelapseCommand.parseAsRoot($0) }, message: { TimelapseCommand.message(for: $0) })
+    static let trigger = OptionFile(command: "trigger", option: "--trigger-file", what: "trigger",
+                                    parse: { _ = try TriggerCommand.parseAsRoot($0) }, message: { TriggerCommand.message(for: $0) })
+    static let jobs = Section(key: "jobs", what: "job", command: timelapse,
+                              allowed: ["interval", "at", "count", "until", "start", "ev", "exposures", "gain", "format", "lens", "max-exposure", "max-gain",
+                                        "ramp-step", "night-offset", "wb-step", "reserve", "keep", "keep-days", "no-phase-lock"],
+                              fixed: { ["--job", $0, "--output", "/"] })
+    static let triggers = Section(key: "triggers", what: "trigger", command: trigger,
+                                  allowed: ["gpio", "edge", "debounce", "bias", "active-low", "simulated", "ev", "format", "policy", "queue"],
+                                  fixed: { _ in [] })
     static let serve = OptionFile(command: "serve", option: "--config", what: "configuration",
                                   parse: { _ = try ServeCommand.parseAsRoot($0) }, message: { ServeCommand.message(for: $0) },
-                                  reserved: ["jobs": "timelapse jobs inside the service are not run by this version yet: run them with `shutterbug timelapse --job-file`",
-                                             "triggers": "GPIO triggers inside the service are not run by this version yet: run them with `shutterbug trigger`"])
+                                  sections: [jobs, triggers])
     static let all = [timelapse, serve]
 
     /// The arguments with a `--job-file FILE` or `--config FILE` expanded in place: the file's
@@ -44,12 +66,23 @@ struct OptionFile: Sendable {
                 notice("the \(file.what) has \(problems.count == 1 ? "a mistake" : "\(problems.count) mistakes"):\n" + problems.map(\.description).joined(separator: "\n"))
                 throw ExitCode.validationFailure
             }
-            let options = (try? OptionDocument(path: path).options(nested: Set(file.reserved.keys)).options) ?? []
+            let options = (try? OptionDocument(path: path).options(nested: Set(file.sections.map(\.key))).options) ?? []
             var out = args
             out.insert(contentsOf: options.flatMap(\.arguments), at: at + 1)
             return out
         }
         return args
+    }
+
+    /// The entries of each section of the file at `path` (the file checked already).
+    func entries(path: String) throws -> [String: [OptionDocument.Entry]] {
+        let document = try OptionDocument(path: path)
+        let read = document.options(nested: Set(sections.map(\.key)))
+        var out: [String: [OptionDocument.Entry]] = [:]
+        for section in sections {
+            out[section.key] = read.nested[section.key].map { document.entries(of: $0, key: section.key).entries } ?? []
+        }
+        return out
     }
 
     /// The file named by `OPTION FILE` or `OPTION=FILE`.
@@ -70,10 +103,15 @@ struct OptionFile: Sendable {
         } catch {
             return error.problems
         }
-        let read = document.options(nested: Set(reserved.keys))
+        let read = document.options(nested: Set(sections.map(\.key)))
         var problems = read.problems
-        for (key, node) in read.nested.sorted(by: { $0.key < $1.key }) {
-            problems.append(document.problem(at: node, key: key, reserved[key]!))
+        for section in sections {
+            guard let node = read.nested[section.key] else { continue }
+            let (entries, found) = document.entries(of: node, key: section.key)
+            problems += found
+            for entry in entries {
+                problems += section.check(entry, file: path)
+            }
         }
         var rest: [String] = []
         var skip = false
@@ -139,5 +177,35 @@ struct OptionFile: Sendable {
     /// ArgumentParser's message with its "Error: " and usage lines left out.
     static func plain(_ message: String) -> String {
         String(message.split(separator: "\n").first ?? Substring(message))
+    }
+}
+
+extension OptionFile.Section {
+    /// An entry's mistakes, each at its line: options it may not give, and what its command
+    /// finds wrong with the rest.
+    func check(_ entry: OptionDocument.Entry, file: String) -> [ConfigurationProblem] {
+        var problems: [ConfigurationProblem] = []
+        var allowedOptions: [OptionSetting] = []
+        for o in entry.options {
+            if allowed.contains(o.key) {
+                allowedOptions.append(o)
+            } else {
+                problems.append(.init(file: file, line: o.line, key: "\(key)\(entry.name.map { " " + $0 } ?? ""): \(o.key)",
+                                      message: "not an option of a \(what) in the service; a \(what)'s options are \(allowed.joined(separator: ", "))"))
+            }
+        }
+        guard let name = entry.name else { return problems }
+        return problems + command.check(allowedOptions, file: file, commandLine: fixed(name)).map { p in
+            var p = p
+            p.key = "\(key) \(name)" + (p.key.map { ": " + $0 } ?? "")
+            // What the entry lacks as a whole is reported where it begins.
+            p.line = p.line ?? entry.line
+            return p
+        }
+    }
+
+    /// An entry's options as its command's words, the service's own added.
+    func arguments(_ entry: OptionDocument.Entry) -> [String] {
+        entry.options.flatMap(\.arguments) + fixed(entry.name ?? "")
     }
 }

@@ -5,6 +5,15 @@ import ImageOutput
 import Server
 import ShutterbugCore
 import Systemd
+import Jobs
+import LinuxGPIO
+import Logging
+import ProcessTriggers
+import CaptureScheduler
+import ServiceLifecycle
+import SimulatedCamera
+import ConfigFile
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -74,8 +83,93 @@ struct ServeCommand: AsyncParsableCommand {
         if let size { _ = try TimelapseCommand.parseSize(size) }
     }
 
+    /// The service's options as words, for the effective configuration (the token never shown).
+    var effectiveOptions: [String] {
+        var words = ["--listen", listen, "--output", output, "--rate-limit", String(rateLimit)]
+        if let size { words += ["--size", size] }
+        if limitLoopback { words.append("--limit-loopback") }
+        if let tokenFile { words += ["--token-file", tokenFile] }
+        if let c = camera.camera { words += ["--camera", c] }
+        return words
+    }
+
+    /// A job from its name and `shutterbug timelapse`'s options, as the configuration's `jobs:`
+    /// and `POST /api/jobs` give them.
+    ///
+    /// - Throws: `invalidArgument` naming the option and its accepted range.
+    static func job(name: String, words: [String]) throws -> JobDefinition {
+        let section = OptionFile.jobs
+        for w in words where w.hasPrefix("--") && !section.allowed.contains(String(w.dropFirst(2))) {
+            throw ShutterbugError(.invalidArgument, "\(w.dropFirst(2)): not an option of a job in the service; a job's options are \(section.allowed.joined(separator: ", "))")
+        }
+        do {
+            guard let command = try TimelapseCommand.parseAsRoot(words + section.fixed(name)) as? TimelapseCommand else {
+                throw ShutterbugError(.invalidArgument, "not a timelapse job")
+            }
+            return JobDefinition(name: name, arguments: words, spec: try command.jobSpec(), lens: command.lens)
+        } catch let e as ShutterbugError {
+            throw e
+        } catch {
+            throw ShutterbugError(.invalidArgument, OptionFile.plain(TimelapseCommand.message(for: error)))
+        }
+    }
+
+    /// A trigger from its name and `shutterbug trigger`'s options (a GPIO line or a simulated
+    /// pattern, the capture's bracket and formats, the queue policy).
+    static func trigger(name: String, words: [String]) throws -> TriggerDefinition {
+        let command: TriggerCommand
+        do {
+            guard let c = try TriggerCommand.parseAsRoot(words) as? TriggerCommand else { throw ShutterbugError(.invalidArgument, "not a trigger") }
+            command = c
+        } catch let e as ShutterbugError {
+            throw e
+        } catch {
+            throw ShutterbugError(.invalidArgument, OptionFile.plain(TriggerCommand.message(for: error)))
+        }
+        guard command.gpio != nil || command.simulated != nil else {
+            throw ShutterbugError(.invalidArgument, "a trigger in the service has a gpio line or a simulated pattern")
+        }
+        let biases = try command.ev.map { try NumericInput.numbers($0, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") }
+        let pattern = try command.simulated.map { try TriggerCommand.pattern($0) }
+        let debounce = try command.debouncePeriod()
+        let (gpio, edge, bias, activeLow) = (command.gpio, command.edge, command.bias, command.activeLow)
+        return TriggerDefinition(name: name, arguments: words, bracket: biases.map { .exposureBias($0) }, formats: try command.formats(),
+                                 policy: TriggerPolicy(rawValue: command.policy) ?? .queue, queue: command.queue) { now in
+            if let gpio {
+                let edges: GPIOEdges = edge == "rising" ? .rising : edge == "both" ? .both : .falling
+                let g = try GPIOTriggerSource(line: gpio, edges: edges, bias: bias.flatMap(GPIOBias.init), activeLow: activeLow, debounce: debounce)
+                return TriggerHandle(source: g, stop: { g.stopAndWait() }, kernelLost: { g.kernelLost })
+            }
+            // A simulated pattern ends when its consumer stops listening.
+            return TriggerHandle(source: PatternTriggerSource(pattern!, count: 1_000_000, start: now + .milliseconds(100), realTime: true), stop: {})
+        }
+    }
+
+    /// The jobs and triggers the configuration file declares, or its mistakes, each at its line.
+    /// `output`: the service's output directory (the command line's may stand in for the file's).
+    static func declared(configuration path: String?, output: String) throws -> (CameraService.Declared, [String: [String]]) {
+        guard let path else { return (.init(), [:]) }
+        let problems = OptionFile.serve.check(path: path, commandLine: ["--output", output])
+        guard problems.isEmpty else {
+            throw ShutterbugError(.invalidArgument, "the configuration has \(problems.count == 1 ? "a mistake" : "\(problems.count) mistakes"): " + problems.map(\.description).joined(separator: "; "))
+        }
+        let entries = try OptionFile.serve.entries(path: path)
+        var d = CameraService.Declared()
+        for e in entries["jobs"] ?? [] {
+            d.jobs.append(try job(name: e.name ?? "", words: e.options.flatMap(\.arguments)))
+        }
+        for e in entries["triggers"] ?? [] {
+            d.triggers.append(try trigger(name: e.name ?? "", words: e.options.flatMap(\.arguments)))
+        }
+        // The service's own options, to tell a reload which of them need a restart.
+        let top = (try? OptionDocument(path: path).options(nested: ["jobs", "triggers"]).options) ?? []
+        return (d, Dictionary(top.map { ($0.key, $0.arguments) }, uniquingKeysWith: { a, _ in a }))
+    }
+
     func run() async throws {
+        let logger = Logger(label: "shutterbug") { _ in JournalLogHandler() }
         let access = try self.access()
+        let (declared, topLevel) = try Self.declared(configuration: config, output: output)
         var stream = StreamRequest(role: .still)
         if let size { (stream.width, stream.height) = try TimelapseCommand.parseSize(size) }
         let directory = try OutputDirectory(path: output)
@@ -90,9 +184,9 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let e as ShutterbugError where e.code == .invalidArgument {
             throw ValidationError(e.message)
         }
-        for a in config.adjustments { notice("adjusted: \(a)") }
+        for a in config.adjustments { logger.notice("adjusted: \(a)") }
         let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
-        let service = CameraService(session: session, camera: cam, writer: writer, directory: directory)
+        let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, logger: logger)
         let notifier = SystemdNotifier.fromProcessEnvironment()
         let watchdog = notifier?.watchdogInterval.map { interval in
             Task {
@@ -106,23 +200,81 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         defer { watchdog?.cancel() }
+
+        // The configuration again (SIGHUP, POST /api/config/reload): jobs and triggers brought
+        // in line, running ones untouched; the service's own options need a restart.
+        let configPath = self.config
+        let current = Mutex((declared, topLevel))
+        let effective = effectiveOptions
+        let output = self.output
+        @Sendable func reload() async throws -> CameraService.Reload {
+            guard let configPath else { throw ShutterbugError(.unsupported, "the service was started without --config: there is no configuration to reload") }
+            let (d, top) = try Self.declared(configuration: configPath, output: output)
+            let before = current.withLock { $0.1 }
+            var r = await service.apply(d)
+            r.needsRestart = Set(before.keys).union(top.keys).filter { before[$0] != top[$0] }.sorted()
+            current.withLock { $0 = (d, top) }
+            return r
+        }
+        let hooks = HTTPAPI.Hooks(makeJob: { name, words in try Self.job(name: name, words: words) }, reload: reload, configuration: {
+            let d = current.withLock { $0.0 }
+            return .init(file: configPath, options: effective, jobs: d.jobs.map { .init(name: $0.name, options: $0.arguments) },
+                         triggers: d.triggers.map { .init(name: $0.name, options: $0.arguments) })
+        })
+        let hup = try SignalTriggerSource(signal: SIGHUP, name: "SIGHUP")
+        let hupWatcher = Task {
+            for await _ in hup.triggers() {
+                do {
+                    let r = try await reload()
+                    logger.notice("SIGHUP: configuration reloaded: kept \(r.kept), started \(r.started), restarted \(r.restarted), stopped \(r.stopped)\(r.needsRestart.isEmpty ? "" : "; \(r.needsRestart.joined(separator: ", ")) take effect only when the service is restarted")")
+                } catch {
+                    logger.error("SIGHUP: the configuration was not reloaded, what runs goes on as it was: \((error as? ShutterbugError)?.message ?? "\(error)")")
+                }
+            }
+        }
+        defer {
+            hupWatcher.cancel()
+            hup.stop()
+        }
+
         let host = access.host.contains(":") ? "[\(access.host)]" : access.host
         let where_ = "http://\(host):\(access.port)/"
-        let app = Application(router: HTTPAPI.router(service, access: access),
+        let app = Application(router: HTTPAPI.router(service, access: access, hooks: hooks),
                               configuration: .init(address: .hostname(access.host, port: access.port), serverName: "shutterbug"),
                               onServerRunning: { channel in
                                   // The port the system gave (for --listen HOST:0).
                                   let url = "http://\(host):\(channel.localAddress?.port ?? access.port)/"
-                                  notice("serving \(cam.info.id) at \(url)\(access.token == nil ? "" : " (bearer token required)")")
+                                  logger.notice("serving \(cam.info.id) at \(url)\(access.token == nil ? "" : " (bearer token required)")")
                                   notifier?.ready(status: "serving \(cam.info.id) at \(url)")
-                              })
+                              },
+                              logger: logger)
+        let r = await service.apply(declared)
+        if !r.started.isEmpty { logger.notice("started \(r.started.joined(separator: ", "))") }
+        // swift-service-lifecycle: SIGTERM or SIGINT shuts the services down in reverse order:
+        // the jobs and triggers first (a slot or capture in progress completes and is
+        // journalled), then the HTTP server (requests in flight complete).
+        let group = ServiceGroup(configuration: .init(services: [.init(service: app), .init(service: WorkShutdown(service: service, notifier: notifier))],
+                                                      gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
-            // SIGTERM and SIGINT end it gracefully: requests in flight (a capture) complete.
-            try await app.runService()
+            try await group.run()
         } catch {
             throw ValidationError("cannot serve at \(where_): \(error)")
         }
         notifier?.stopping(status: "stopping")
+        await service.stopAll("the service is stopping")
         await session.stop()
+    }
+}
+
+/// The service's jobs and triggers as a swift-service-lifecycle service: it waits for the
+/// graceful shutdown, then stops them and waits until each has finished what it was capturing.
+struct WorkShutdown: Service {
+    let service: CameraService
+    let notifier: SystemdNotifier?
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        notifier?.stopping(status: "stopping: finishing the captures in progress")
+        await service.stopAll("the service is stopping")
     }
 }

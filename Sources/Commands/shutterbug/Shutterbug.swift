@@ -9,7 +9,7 @@ struct Shutterbug: AsyncParsableCommand {
             Without a camera attached, commands run on the simulated Raspberry Pi camera \
             (sim:imx477), which models the real pipeline: control delays, drops, metadata.
             """,
-        subcommands: [Cameras.self, Stream.self, Bracket.self, Focus.self, Preview.self, TriggerCommand.self, TimelapseCommand.self, ServeCommand.self, StatusCommand.self, CaptureCommand.self, ConfigCommand.self])
+        subcommands: [Cameras.self, Stream.self, Bracket.self, Focus.self, Preview.self, TriggerCommand.self, TimelapseCommand.self, ServeCommand.self, StatusCommand.self, CaptureCommand.self, JobsCommand.self, ConfigCommand.self])
 
     /// As ArgumentParser's own, but a timelapse's `--job-file` is read first: its options stand
     /// before the command line's, and its mistakes are reported at their lines.

@@ -360,7 +360,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         first.release()
         // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
         // slot so a wall-clock step reaches the schedule.
-        var offset = Self.wallOffset(firstMetadata)
+        var offset = TimelapseRun.wallOffset(firstMetadata)
         let startWall = max(WallClockTime(nanoseconds: cam.now.nanoseconds + offset), spec.start ?? .init(nanoseconds: 0))
         let plan = try spec.plan(startWall, try journal.anchor())
         let every = plan.interval
@@ -487,7 +487,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 notice("SIGUSR1: \([k, c].compactMap { $0 }.joined(separator: " and ")) written")
             }
             status()
-            offset = Self.wallOffset(await session.latestFrame)
+            offset = TimelapseRun.wallOffset(await session.latestFrame)
             let step = schedule.step(now: cam.now, offset: offset)
             switch step {
             case .finished:
@@ -586,13 +586,6 @@ struct TimelapseCommand: AsyncParsableCommand {
             if let keogramPath { print("  keogram: \(keogramPath)") }
             if let sheetPath { print("  contact sheet: \(sheetPath)") }
         }
-    }
-
-    /// CLOCK_REALTIME - CLOCK_MONOTONIC for a frame: its `FrameWallClock` where the camera
-    /// reports one (the same instant on both clocks), else sampled from the system now.
-    static func wallOffset(_ m: FrameMetadata?) -> Int64 {
-        if let m, let wall = m.wallClock, let t = m.sensorTimestamp { return wall.nanoseconds - t.nanoseconds }
-        return sbshim_realtime_offset_ns()
     }
 
     /// "3 h 20 min", "4 min 10 s", "9.8 s".

@@ -102,6 +102,51 @@ public struct OptionDocument {
         return (options, inner, problems)
     }
 
+    /// One entry of a list of mappings (a service's `jobs:` or `triggers:`): its `name`, the line
+    /// it begins on, and its options.
+    public struct Entry: Sendable {
+        public var name: String?
+        public var line: Int
+        public var options: [OptionSetting]
+        public init(name: String?, line: Int, options: [OptionSetting]) {
+            self.name = name
+            self.line = line
+            self.options = options
+        }
+    }
+
+    /// The entries of a list of mappings, each with a `name` key and a command's options; what is
+    /// not such a list, or an entry without a name, is a problem at its line.
+    public func entries(of node: Node, key: String) -> (entries: [Entry], problems: [ConfigurationProblem]) {
+        guard case .sequence(let seq) = node else {
+            return ([], [problem(at: node, key: key, "must be a list of mappings, each starting with its name (- name: roof), not \(Self.kind(node))")])
+        }
+        var entries: [Entry] = []
+        var problems: [ConfigurationProblem] = []
+        for item in seq {
+            let read = options(of: item)
+            problems += read.problems.map { var p = $0; p.key = "\(key): " + ($0.key ?? ""); return p }
+            guard case .mapping = item else { continue }
+            var options = read.options
+            let name = options.firstIndex { $0.key == "name" }.map { options.remove(at: $0) }
+            var text: String?
+            if let name {
+                if case .text(let t) = name.value, (1...64).contains(t.count), t.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }), !t.hasPrefix("-") {
+                    text = t
+                } else {
+                    problems.append(.init(file: file, line: name.line, key: "\(key): name", message: "1 to 64 letters, digits, '-' or '_' (it names a folder), e.g. roof"))
+                }
+            } else {
+                problems.append(problem(at: item, key: key, "each entry needs a name (- name: roof)"))
+            }
+            if let t = text, entries.contains(where: { $0.name == t }) {
+                problems.append(.init(file: file, line: name?.line ?? Self.line(item), key: "\(key): name", message: "'\(t)' is given twice; each entry needs its own name"))
+            }
+            entries.append(Entry(name: text, line: Self.line(item), options: options))
+        }
+        return (entries, problems)
+    }
+
     /// A problem at a node's line.
     public func problem(at node: Node, key: String?, _ message: String) -> ConfigurationProblem {
         .init(file: file, line: Self.line(node), key: key, message: message)

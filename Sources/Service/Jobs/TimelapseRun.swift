@@ -1,3 +1,4 @@
+import CSystemShims
 import Capture
 import ImageOutput
 import Journal
@@ -90,6 +91,8 @@ public final class TimelapseRun {
     var unjournalled: [Pending] = []
     /// Where messages go (the command's standard error, the service's log).
     let log: @Sendable (String) -> Void
+    /// Sees every event of every slot's capture (the service counts them in its metrics).
+    public var observe: (@Sendable (OutputEvent) -> Void)?
 
     struct Pending {
         var slot: TimelapseJournal.SlotRecord
@@ -228,6 +231,7 @@ public final class TimelapseRun {
         var failure: String?
         do {
             for try await e in writer.capture(settings, on: session) {
+                observe?(e)
                 switch e {
                 case .photoCaptured(let s, let m): result.frames.append(.init(step: s.index, metadata: m, bias: biases[s.index]))
                 case .photoMetered(let s, let mean, let column, let thumb):
@@ -363,6 +367,13 @@ public final class TimelapseRun {
             log("the contact sheet was not written: \(error)")
         }
         return (keogram, sheet)
+    }
+
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC for a frame: its `FrameWallClock` where the camera
+    /// reports one (the same instant on both clocks), else sampled from the system now.
+    public static func wallOffset(_ m: FrameMetadata?) -> Int64 {
+        if let m, let wall = m.wallClock, let t = m.sensorTimestamp { return wall.nanoseconds - t.nanoseconds }
+        return sbshim_realtime_offset_ns()
     }
 
     /// Full-range luma (0...255) to linear light, as the sRGB curve the ISP applied.

@@ -1,4 +1,5 @@
 import Capture
+import Logging
 import ImageOutput
 import ShutterbugCore
 
@@ -53,12 +54,24 @@ public actor CameraService {
     private(set) var bytesWritten: Int64 = 0
     private(set) var framesCaptured = 0
     let metrics = ServiceMetrics()
+    /// Where the service's messages go (standard error; the journal under systemd, with
+    /// priorities).
+    public let logger: Logger
+    /// Jobs in the order they were started (those over stay listed until replaced).
+    var jobs: [ServiceJob] = []
+    /// Jobs the configuration declares (the others were created over the API).
+    var configuredJobs: Set<String> = []
+    var triggers: [ServiceTrigger] = []
+    /// What the configuration declared, as last applied.
+    var declared = Declared()
 
-    public init(session: CaptureSession, camera: any CameraBackend, writer: PhotoFileWriter, directory: OutputDirectory) {
+    public init(session: CaptureSession, camera: any CameraBackend, writer: PhotoFileWriter, directory: OutputDirectory,
+                logger: Logger = Logger(label: "shutterbug", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.session = session
         self.camera = camera
         self.writer = writer
         self.directory = directory
+        self.logger = logger
         started = camera.now
     }
 
@@ -106,6 +119,7 @@ public actor CameraService {
         var sequences: [UInt32] = []
         do {
             for try await e in writer.capture(settings, on: session) {
+                observe(e)
                 switch e {
                 case .settingsResolved(let r): record.adjustments += r.adjustments
                 case .exposureStarted(let t): record.exposureStartNs = t.nanoseconds
@@ -139,6 +153,27 @@ public actor CameraService {
 
     public func captures() -> [CaptureRecord] { recent.reversed() }
 
+    /// Counts what every capture reports, the API's, the triggers' and the jobs' slots alike.
+    nonisolated func observe(_ e: OutputEvent) {
+        switch e {
+        case .backPressure(let waited):
+            metrics.backPressureWaits.increment()
+            metrics.backPressureSeconds.increment(by: Int(waited.microsecondsValue))
+        case .captureFinished(let r) where r.retries > 0: metrics.retries.increment(by: r.retries)
+        default: break
+        }
+    }
+
+    /// Counts a job slot's files and photos too.
+    nonisolated func observeJob(_ e: OutputEvent) {
+        observe(e)
+        switch e {
+        case .photoCaptured: metrics.photos.increment()
+        case .fileWritten(let f): metrics.bytesWritten.increment(by: Int(f.bytes))
+        default: break
+        }
+    }
+
     /// The status the API and the web page show.
     public struct Status: Sendable, Codable {
         public var camera: String
@@ -156,6 +191,8 @@ public actor CameraService {
         public var output: String
         public var diskFreeBytes: Int64?
         public var bytesWritten: Int64
+        public var jobs: [JobStatus]
+        public var triggers: [TriggerStatus]
     }
 
     public func status() async -> Status {
@@ -164,7 +201,8 @@ public actor CameraService {
         return Status(camera: camera.info.id, model: camera.info.model, streaming: failed == nil, uptimeSeconds: (camera.now - started).secondsValue,
                       newestFrame: m?.sequence, exposureUs: m?.exposureTime?.microsecondsValue, analogueGain: m?.analogueGain?.value, lux: m?.lux,
                       sensorTemperatureC: m?.sensorTemperature, capturesTaken: capturesTaken, captureFailures: captureFailures,
-                      lastCapture: recent.last, output: directory.path, diskFreeBytes: try? directory.freeBytes(), bytesWritten: bytesWritten)
+                      lastCapture: recent.last, output: directory.path, diskFreeBytes: try? directory.freeBytes(), bytesWritten: bytesWritten,
+                      jobs: jobs.map(\.status), triggers: triggers.map(\.status))
     }
 
     /// The newest frame as a small JPEG (at most `width` wide): the first frame exposed from now.
@@ -191,6 +229,19 @@ public actor CameraService {
         if let t = s.sensorTemperatureC { metrics.sensorTemperature.record(t) }
         if let e = s.exposureUs { metrics.exposureSeconds.record(e / 1e6) }
         if let g = s.analogueGain { metrics.analogueGain.record(g) }
+        let load = writer.pool.load
+        metrics.encodeQueue.record(load.pending)
+        metrics.encodeWaiting.record(writer.pool.waitingReservations)
+        metrics.jobsRunning.record(s.jobs.filter { !$0.isOver }.count)
+        // The journals' files, -wal and -shm beside them.
+        var journal: Int64 = 0
+        for j in s.jobs {
+            for suffix in ["", "-wal", "-shm"] {
+                var st = stat()
+                if stat(directory.path + "/" + j.folder + "/timelapse.sqlite" + suffix, &st) == 0 { journal += Int64(st.st_size) }
+            }
+        }
+        metrics.journalBytes.record(journal)
         return metrics.text()
     }
 }

@@ -1,4 +1,5 @@
 import Capture
+import Jobs
 import Foundation
 import Hummingbird
 import ShutterbugCore
@@ -74,9 +75,16 @@ public enum HTTPAPI {
     struct MethodMiddleware<Context: RequestContext>: RouterMiddleware {
         static func allowed(_ path: String) -> [HTTPRequest.Method]? {
             switch path {
-            case "/", "/api/status", "/api/cameras", "/api/captures", "/api/frame.jpg", "/metrics": return [.get]
-            case "/api/capture": return [.post]
-            default: return path.hasPrefix("/api/files/") ? [.get] : nil
+            case "/", "/api/status", "/api/cameras", "/api/captures", "/api/frame.jpg", "/metrics", "/api/triggers", "/api/config": return [.get]
+            case "/api/capture", "/api/config/reload": return [.post]
+            case "/api/jobs": return [.get, .post]
+            default:
+                if path.hasPrefix("/api/files/") { return [.get] }
+                let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+                guard parts.count >= 4, parts[1] == "api", parts[2] == "jobs" else { return nil }
+                if parts.count == 4 { return [.get] }
+                if parts.count == 5, CameraService.JobAction(rawValue: String(parts[4])) != nil { return [.post] }
+                return nil
             }
         }
 
@@ -147,8 +155,129 @@ public enum HTTPAPI {
         return "application/octet-stream"
     }
 
+    /// The configuration in effect: the service's options (the token never shown), its jobs and
+    /// triggers, each as command-line words.
+    public struct EffectiveConfiguration: Sendable, Codable {
+        public struct Entry: Sendable, Codable {
+            public var name: String
+            public var options: [String]
+            public init(name: String, options: [String]) {
+                self.name = name
+                self.options = options
+            }
+        }
+        /// The configuration file, if any.
+        public var file: String?
+        public var options: [String] = []
+        public var jobs: [Entry] = []
+        public var triggers: [Entry] = []
+        public init(file: String? = nil, options: [String] = [], jobs: [Entry] = [], triggers: [Entry] = []) {
+            self.file = file
+            self.options = options
+            self.jobs = jobs
+            self.triggers = triggers
+        }
+    }
+
+    /// What the API needs from the command that runs the service.
+    public struct Hooks: Sendable {
+        /// Makes a job from its name and `shutterbug timelapse`'s options as command-line words,
+        /// or throws `invalidArgument` with the message naming the option and its range.
+        public var makeJob: @Sendable (_ name: String, _ arguments: [String]) throws -> JobDefinition
+        /// Reads the configuration file again and applies it (SIGHUP does the same).
+        public var reload: @Sendable () async throws -> CameraService.Reload
+        /// The effective configuration, as JSON.
+        public var configuration: @Sendable () async -> EffectiveConfiguration
+        public init(makeJob: @escaping @Sendable (String, [String]) throws -> JobDefinition, reload: @escaping @Sendable () async throws -> CameraService.Reload,
+                    configuration: @escaping @Sendable () async -> EffectiveConfiguration) {
+            self.makeJob = makeJob
+            self.reload = reload
+            self.configuration = configuration
+        }
+
+        public static let none = Hooks(makeJob: { _, _ in throw ShutterbugError(.unsupported, "this service takes no jobs") },
+                                       reload: { throw ShutterbugError(.unsupported, "this service has no configuration file to reload") },
+                                       configuration: { EffectiveConfiguration() })
+    }
+
+    /// A request body read whole (at most `maxBody`), as a JSON object; nil for an empty body.
+    static func object(_ request: Request, example: String) async -> Result<[String: Any]?, Refusal> {
+        var request = request
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: maxBody)
+        } catch {
+            return .failure(.init(.contentTooLarge, "the body is at most \(maxBody) bytes"))
+        }
+        if body.readableBytes == 0 { return .success(nil) }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else {
+            return .failure(.init(.badRequest, "the body must be a JSON object: \(example)"))
+        }
+        return .success(object)
+    }
+
+    /// One option's value in a JSON object: `true`, `30`, `"30s"` or `[-2, 0, 2]`.
+    enum OptionValue: Decodable {
+        case flag(Bool)
+        case text(String)
+        case list([String])
+
+        static func text(_ c: any SingleValueDecodingContainer) -> String? {
+            if let d = try? c.decode(Double.self) {
+                return d.isFinite && d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
+            }
+            return try? c.decode(String.self)
+        }
+
+        init(from decoder: any Decoder) throws {
+            if let c = try? decoder.singleValueContainer() {
+                if let b = try? c.decode(Bool.self) { self = .flag(b); return }
+                if let t = Self.text(c) { self = .text(t); return }
+            }
+            var items: [String] = []
+            var list = try decoder.unkeyedContainer()
+            while !list.isAtEnd {
+                let item = try list.superDecoder().singleValueContainer()
+                guard let t = Self.text(item) else { throw DecodingError.dataCorruptedError(in: item, debugDescription: "a list of numbers or strings") }
+                items.append(t)
+            }
+            guard !items.isEmpty else { throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "an empty list")) }
+            self = .list(items)
+        }
+    }
+
+    /// `shutterbug timelapse`'s options from a JSON object: `{"interval": "30s", "ev": [-2, 0, 2],
+    /// "no-phase-lock": true}` is `--interval 30s --ev -2,0,2 --no-phase-lock`.
+    static func arguments(_ options: [String: Any]) -> Result<[String], Refusal> {
+        var words: [String] = []
+        for key in options.keys.sorted() {
+            guard !key.isEmpty, !key.hasPrefix("-"), key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
+                return .failure(.init(.badRequest, "options.\(key): not an option name; they are shutterbug timelapse's long options without the dashes (interval, count, ev)"))
+            }
+            guard let data = try? JSONSerialization.data(withJSONObject: [options[key]!], options: [.fragmentsAllowed]),
+                  let value = try? JSONDecoder().decode([OptionValue].self, from: data).first else {
+                return .failure(.init(.badRequest, "options.\(key): a string, a number, true/false or a non-empty list of numbers or strings"))
+            }
+            switch value {
+            case .flag(let on): if on { words.append("--" + key) }
+            case .text(let t): words += ["--" + key, t]
+            case .list(let items): words += ["--" + key, items.joined(separator: ",")]
+            }
+        }
+        return .success(words)
+    }
+
+    static func refusal(_ e: ShutterbugError) -> Response {
+        switch e.code {
+        case .invalidArgument: return HTTPAPI.error(.badRequest, e.message)
+        case CameraService.noSuchJob: return HTTPAPI.error(.notFound, e.message)
+        case .busy, .invalidState, .unsupported: return HTTPAPI.error(.conflict, e.message)
+        default: return HTTPAPI.error(.serviceUnavailable, e.message)
+        }
+    }
+
     /// The router: every endpoint of `openapi.yaml`.
-    public static func router(_ service: CameraService, access: Access) -> Router<APIRequestContext> {
+    public static func router(_ service: CameraService, access: Access, hooks: Hooks = .none) -> Router<APIRequestContext> {
         let router = Router(context: APIRequestContext.self)
         // The limit first: a client over it gets no further, token or not.
         router.middlewares.add(RateLimitMiddleware<APIRequestContext>(limiter: access.rateLimit.map { RateLimiter(rate: $0, limitsLoopback: access.limitsLoopback) }))
@@ -217,6 +346,61 @@ public enum HTTPAPI {
             case .success(let path):
                 guard let data = FileManager.default.contents(atPath: path) else { return HTTPAPI.error(.notFound, "cannot read it") }
                 return Response(status: .ok, headers: [.contentType: contentType(path)], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+            }
+        }
+        router.get("/api/jobs") { _, _ in try json(await service.jobStatuses()) }
+        router.post("/api/jobs") { request, _ -> Response in
+            let example = #"{"name": "roof", "options": {"interval": "30s", "count": 100, "ev": [-2, 0, 2]}}"#
+            switch await object(request, example: example) {
+            case .failure(let r): return HTTPAPI.error(r.status, r.message)
+            case .success(let object):
+                guard let object else { return HTTPAPI.error(.badRequest, "the body must be a JSON object: \(example)") }
+                if let unknown = object.keys.sorted().first(where: { !["name", "options"].contains($0) }) {
+                    return HTTPAPI.error(.badRequest, "\(unknown): not a field; the fields are name, options")
+                }
+                guard let name = object["name"] as? String, (1...64).contains(name.count),
+                      name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }), !name.hasPrefix("-") else {
+                    return HTTPAPI.error(.badRequest, "name: 1 to 64 letters, digits, '-' or '_' (it names the job's folder), e.g. \"roof\"")
+                }
+                guard let options = (object["options"] ?? [String: Any]()) as? [String: Any] else {
+                    return HTTPAPI.error(.badRequest, "options: an object of shutterbug timelapse's options, e.g. {\"interval\": \"30s\", \"count\": 100}")
+                }
+                let words: [String]
+                switch arguments(options) {
+                case .failure(let r): return HTTPAPI.error(r.status, r.message)
+                case .success(let w): words = w
+                }
+                do {
+                    let def = try hooks.makeJob(name, words)
+                    return try json(try await service.createJob(def), status: .created)
+                } catch let e as ShutterbugError {
+                    return refusal(e)
+                }
+            }
+        }
+        router.get("/api/jobs/:name") { _, context -> Response in
+            let name = context.parameters.get("name") ?? ""
+            guard let job = await service.job(named: name) else { return HTTPAPI.error(.notFound, "no job named '\(name)'") }
+            return try json(job)
+        }
+        router.post("/api/jobs/:name/:action") { _, context -> Response in
+            let name = context.parameters.get("name") ?? ""
+            guard let action = CameraService.JobAction(rawValue: context.parameters.get("action") ?? "") else {
+                return HTTPAPI.error(.notFound, "a job's actions are pause, resume and stop")
+            }
+            do {
+                return try json(try await service.control(job: name, action))
+            } catch let e as ShutterbugError {
+                return refusal(e)
+            }
+        }
+        router.get("/api/triggers") { _, _ in try json(await service.triggerStatuses()) }
+        router.get("/api/config") { _, _ in try json(await hooks.configuration()) }
+        router.post("/api/config/reload") { _, _ -> Response in
+            do {
+                return try json(try await hooks.reload())
+            } catch let e as ShutterbugError {
+                return refusal(e)
             }
         }
         router.get("/metrics") { _, _ in

@@ -1,6 +1,8 @@
-/// The service's web page: the newest frame, the status, the last captures with their files,
-/// and a button to capture. Plain HTML and a little JavaScript, no build step; the token, when
-/// the service has one, is asked for once and kept in the browser's session storage.
+/// The service's web page: the newest frame and the newest photo, the last bracket side by side,
+/// each timelapse job's progress with its keogram and buttons to pause, resume or stop it, the
+/// triggers' counts, the status with the disk, and buttons to capture. Plain HTML and a little
+/// JavaScript, no build step; the token, when the service has one, is asked for once and kept
+/// in the browser's session storage, and pictures are fetched with it.
 enum WebPage {
     static let html = """
     <!doctype html>
@@ -9,17 +11,30 @@ enum WebPage {
     <style>
     body { font: 15px system-ui, sans-serif; margin: 0; background: #1d1d1f; color: #eee; }
     header { padding: 12px 20px; background: #2b2b2e; display: flex; gap: 16px; align-items: baseline; }
-    h1 { font-size: 18px; margin: 0; } main { display: grid; grid-template-columns: minmax(320px, 2fr) 1fr; gap: 20px; padding: 20px; }
-    img#frame { width: 100%; background: #000; border-radius: 6px; } table { border-collapse: collapse; width: 100%; }
-    td { padding: 3px 6px; border-bottom: 1px solid #333; } td:first-child { color: #aaa; }
-    button { font: inherit; padding: 6px 14px; border-radius: 6px; border: 0; background: #0a84ff; color: #fff; cursor: pointer; }
-    a { color: #6cb4ff; } .error { color: #ff6b6b; } ul { padding-left: 18px; }
+    h1 { font-size: 18px; margin: 0; } h2 { font-size: 16px; margin: 18px 0 8px; }
+    main { display: grid; grid-template-columns: minmax(320px, 3fr) minmax(280px, 2fr); gap: 20px; padding: 0 20px 20px; }
+    img { background: #000; border-radius: 6px; max-width: 100%; } #frame, #photo-img { width: 100%; max-height: 440px; object-fit: contain; }
+    .strip { display: flex; gap: 6px; } .strip img { width: 0; flex: 1; } .keogram { width: 100%; height: 90px; image-rendering: pixelated; }
+    table { border-collapse: collapse; width: 100%; } td { padding: 3px 6px; border-bottom: 1px solid #333; } td:first-child { color: #aaa; }
+    button { font: inherit; padding: 5px 12px; border-radius: 6px; border: 0; background: #0a84ff; color: #fff; cursor: pointer; }
+    button.quiet { background: #444; } a { color: #6cb4ff; } .error { color: #ff6b6b; } ul { padding-left: 18px; margin: 0; }
+    .job { background: #2b2b2e; border-radius: 8px; padding: 10px 12px; margin-bottom: 10px; }
+    progress { width: 100%; height: 10px; } .muted { color: #999; font-size: 13px; }
     </style></head><body>
     <header><h1>Shutterbug</h1><span id="camera"></span><span id="error" class="error"></span></header>
     <main>
-    <section><img id="frame" alt="the newest frame"><p>
-    <button id="photo">Photo</button> <button id="bracket">Bracket −2, 0, +2 EV</button> <span id="busy"></span></p></section>
-    <section><h2>Status</h2><table id="status"></table><h2>Captures</h2><ul id="captures"></ul></section>
+    <section>
+      <h2>Now</h2><img id="frame" alt="the newest frame">
+      <p><button id="photo">Photo</button> <button id="bracket">Bracket −2, 0, +2 EV</button> <span id="busy"></span></p>
+      <h2>Newest photo <span id="photo-name" class="muted"></span></h2><img id="photo-img" alt="no photo yet">
+      <h2>Last bracket <span id="bracket-name" class="muted"></span></h2><div id="bracket-strip" class="strip"></div>
+    </section>
+    <section>
+      <h2>Timelapse jobs</h2><div id="jobs"><p class="muted">none</p></div>
+      <h2>Triggers</h2><table id="triggers"></table>
+      <h2>Status</h2><table id="status"></table>
+      <h2>Captures</h2><ul id="captures"></ul>
+    </section>
     </main>
     <script>
     let token = sessionStorage.getItem('token');
@@ -32,6 +47,21 @@ enum WebPage {
     }
     function row(k, v) { return '<tr><td>' + k + '</td><td>' + (v ?? '–') + '</td></tr>'; }
     function esc(s) { return String(s).replace(/[&<>"]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c])); }
+    const shown = new Map();
+    // A picture fetched with the token; fetched again only when its path or version changes.
+    async function picture(img, path, version = '') {
+      const key = path + '#' + version;
+      if (shown.get(img) === key) return;
+      const blob = await (await call(path)).blob();
+      const old = img.src; img.src = URL.createObjectURL(blob); if (old.startsWith('blob:')) URL.revokeObjectURL(old);
+      shown.set(img, key);
+    }
+    const file = f => '/api/files/' + f.split('/').map(encodeURIComponent).join('/');
+    const jpegs = files => files.filter(f => f.endsWith('.jpg') && !f.endsWith('_sheet.jpg')).sort();
+    async function control(name, action) {
+      try { await call('/api/jobs/' + encodeURIComponent(name) + '/' + action, {method: 'POST'}); } catch (e) { document.getElementById('error').textContent = e.message; }
+      refresh();
+    }
     async function refresh() {
       try {
         const s = await (await call('/api/status')).json();
@@ -40,8 +70,52 @@ enum WebPage {
           + row('gain', s.analogueGain && s.analogueGain.toFixed(2)) + row('lux', s.lux && s.lux.toFixed(1))
           + row('sensor', s.sensorTemperatureC && s.sensorTemperatureC + ' °C') + row('captures', s.capturesTaken + (s.captureFailures ? ' (' + s.captureFailures + ' failed)' : ''))
           + row('disk free', s.diskFreeBytes && (s.diskFreeBytes / 1e9).toFixed(1) + ' GB') + row('written', (s.bytesWritten / 1e6).toFixed(1) + ' MB');
+        // Captures over the API and the triggers', and the jobs' slots: the newest of all.
+        const shots = [];
+        if (s.lastCapture) shots.push({name: s.lastCapture.kind, files: s.lastCapture.files, steps: s.lastCapture.steps});
+        for (const t of s.triggers) if (t.lastCapture) shots.push({name: 'trigger ' + t.name, files: t.lastCapture.files, steps: t.lastCapture.steps});
+        for (const j of s.jobs) if (j.lastSlot && j.lastSlot.files.length) shots.push({name: j.name + ' slot ' + j.lastSlot.index, files: j.lastSlot.files, steps: j.lastSlot.frames.length});
+        const stamp = f => f.split('/').pop();
+        shots.sort((a, b) => (jpegs(b.files)[0] ? stamp(jpegs(b.files)[0]) : '').localeCompare(jpegs(a.files)[0] ? stamp(jpegs(a.files)[0]) : ''));
+        const newest = shots.find(x => jpegs(x.files).length);
+        if (newest) {
+          const j = jpegs(newest.files); const mid = j[Math.floor(j.length / 2)];
+          document.getElementById('photo-name').textContent = newest.name + ' · ' + stamp(mid);
+          await picture(document.getElementById('photo-img'), file(mid));
+        }
+        const bracket = shots.find(x => x.steps > 1 && jpegs(x.files).length > 1);
+        if (bracket) {
+          const strip = document.getElementById('bracket-strip'), list = jpegs(bracket.files);
+          document.getElementById('bracket-name').textContent = bracket.name + ' · ' + list.length + ' steps';
+          if (strip.dataset.key !== list.join()) { strip.innerHTML = list.map(() => '<img alt="a step">').join(''); strip.dataset.key = list.join(); }
+          await Promise.all(list.map((f, i) => picture(strip.children[i], file(f))));
+        }
+        const jobs = document.getElementById('jobs');
+        if (s.jobs.length) {
+          const key = s.jobs.map(j => j.name).join();
+          if (jobs.dataset.key !== key) {
+            jobs.innerHTML = s.jobs.map((j, i) => '<div class="job"><b>' + esc(j.name) + '</b> <span id="job-state-' + i + '"></span>'
+              + '<progress id="job-progress-' + i + '"></progress><div id="job-line-' + i + '" class="muted"></div>'
+              + '<img id="job-keogram-' + i + '" class="keogram" alt="the keogram appears after the first slot"><p>'
+              + ['pause', 'resume', 'stop'].map(a => '<button class="quiet" data-job="' + esc(j.name) + '" data-action="' + a + '">' + a + '</button>').join(' ') + '</p></div>').join('');
+            jobs.dataset.key = key;
+            jobs.querySelectorAll('button').forEach(b => b.onclick = () => control(b.dataset.job, b.dataset.action));
+          }
+          for (const [i, j] of s.jobs.entries()) {
+            const done = j.taken + j.skipped + j.missed + j.failed;
+            document.getElementById('job-state-' + i).textContent = j.state + (j.message ? ' — ' + j.message : '');
+            const bar = document.getElementById('job-progress-' + i);
+            if (j.total) { bar.max = j.total; bar.value = (j.nextSlot ?? j.total); } else { bar.removeAttribute('value'); }
+            document.getElementById('job-line-' + i).textContent = (j.nextSlot != null ? 'slot ' + j.nextSlot + (j.total ? ' of ' + j.total : '') + ' next at ' + j.nextSlotAt.replace('T', ' ').replace(/\\.\\d+Z$/, 'Z') + ' · ' : '')
+              + j.taken + ' taken, ' + j.skipped + ' skipped, ' + j.failed + ' failed this run'
+              + (j.scheduleErrorP99Us != null ? ' · slot error p99 ' + (Math.abs(j.scheduleErrorP99Us) < 1000 ? j.scheduleErrorP99Us.toFixed(1) + ' µs' : (j.scheduleErrorP99Us / 1000).toFixed(1) + ' ms') : '');
+            if (j.keogram) await picture(document.getElementById('job-keogram-' + i), file(j.keogram), j.taken);
+          }
+        }
+        document.getElementById('triggers').innerHTML = s.triggers.length ? s.triggers.map(t => row(esc(t.name) + ' <span class="muted">' + esc(t.source || '') + '</span>',
+          t.seen + ' seen, ' + t.captured + ' captured, ' + (t.dropped + t.coalesced) + ' dropped' + (t.lagP50Us != null ? ' · lag p50 ' + (t.lagP50Us / 1000).toFixed(1) + ' ms' : ''))).join('') : row('none', '');
         const c = await (await call('/api/captures')).json();
-        document.getElementById('captures').innerHTML = c.map(x => '<li>' + esc(x.kind) + ': ' + x.files.map(f => '<a href="/api/files/' + encodeURI(f) + '">' + esc(f.split('/').pop()) + '</a>').join(', ') + '</li>').join('');
+        document.getElementById('captures').innerHTML = c.map(x => '<li>' + esc(x.kind) + ': ' + x.files.map(f => '<a href="' + file(f) + '">' + esc(f.split('/').pop()) + '</a>').join(', ') + '</li>').join('');
         const img = await (await call('/api/frame.jpg')).blob();
         const old = document.getElementById('frame').src; document.getElementById('frame').src = URL.createObjectURL(img); if (old) URL.revokeObjectURL(old);
         document.getElementById('error').textContent = '';
