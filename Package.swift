@@ -106,7 +106,7 @@ let package = Package(
         .executableTarget(
             name: "shutterbug-bench",
             dependencies: [
-                "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
+                "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS", "Journal",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/Benchmarks/shutterbug-bench"

@@ -5,7 +5,9 @@
 #   unit           swift build --build-tests, swift test: core, simulated camera, CLI, and the
 #                  libcamera backend against Debian 12's libcamera 0.0.3 (no camera: it says so)
 #   api            `shutterbug serve` fuzzed against docs/openapi.yaml with schemathesis: no
-#                  5xx, every response as documented; SIGTERM exits 0
+#                  5xx, every response as documented; SIGTERM exits 0. Then the service under
+#                  load (shutterbug-bench serve-load, 30 s idle and 30 s loaded): no slot of its
+#                  timelapse missed, brackets on consecutive frames as when idle
 #   libcamera      the bridge compiled with -Werror against 0.0.3 (the machine's), Debian 13's
 #                  0.4 and Debian unstable's 0.7.x headers
 #   virtual-board  a qemu VM with vimc, vkms and gpio-sim: the libcamera conformance suite on
@@ -37,7 +39,11 @@ unit() {
 }
 
 run_tier unit unit
-run_tier api board/fuzz-api.sh
+api() {
+	board/fuzz-api.sh && "${SHUTTERBUG_BUILD_DIR:-.build/debug}/shutterbug-bench" serve-load --seconds 30
+}
+
+run_tier api api
 run_tier libcamera Cross/check-libcamera.sh system trixie sid
 run_tier virtual-board board/virtual/run.sh --timeout 900 -- bash board/virtual/tier.sh
 
