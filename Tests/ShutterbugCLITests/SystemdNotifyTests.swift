@@ -102,20 +102,59 @@ struct SystemdNotifyTests {
     }
 }
 
+extension SystemdNotifyTests {
+    @Test("serve under Type=notify: READY once streaming and listening, WATCHDOG while frames come and none while the camera hangs, STOPPING on SIGTERM")
+    func serveNotifies() async throws {
+        let socket = try NotifySocket()
+        let dir = NSTemporaryDirectory() + "sb-notify-serve-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // At frame 60 (about 2 s in) the camera goes silent for 3 s.
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: OutputCLITests.exe)
+        p.arguments = ["serve", "--camera", "sim:imx219", "--size", "640x480", "--listen", "127.0.0.1:0", "--output", dir, "--fault-stall", "60:3"]
+        var env = ProcessInfo.processInfo.environment
+        env["NOTIFY_SOCKET"] = socket.name
+        env["WATCHDOG_USEC"] = "400000"
+        p.environment = env
+        p.standardError = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        // Seven seconds of datagrams: the stall and pings after it.
+        var got = try await offPool { socket.receive(limit: 7) { _ in false } }
+        kill(p.processIdentifier, SIGTERM)
+        got += try await offPool { socket.receive(limit: 10) { $0.contains("STOPPING=1") } }
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        let texts = got.map(\.text)
+        let ready = try #require(texts.firstIndex { $0.hasPrefix("READY=1") }, "\(texts)")
+        #expect(texts[ready].contains("STATUS=serving sim:imx219 at http://127.0.0.1:"), "\(texts[ready])")
+        #expect(!texts[..<ready].contains("WATCHDOG=1"), "no watchdog before ready")
+        #expect(texts.contains { $0.hasPrefix("STOPPING=1") }, "\(texts)")
+        let pings = got.filter { $0.text == "WATCHDOG=1" }.map(\.t)
+        let gaps = zip(pings, pings.dropFirst()).map { $1 - $0 }
+        #expect(pings.count >= 8, "\(pings.count) pings")
+        #expect(gaps.contains { $0 > 1.5 }, "the hang stopped the pings: gaps \(gaps)")
+    }
+}
+
 @Suite("board/systemd: the unit files systemd accepts")
 struct SystemdUnitTests {
-    @Test("systemd-analyze verify accepts the timelapse unit (its ExecStart pointed at the binary just built)",
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze"), "needs systemd-analyze (the systemd package)"))
-    func verify() async throws {
+    @Test("systemd-analyze verify accepts the units (their ExecStart pointed at the binary just built); the service's default configuration passes config check",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze"), "needs systemd-analyze (the systemd package)"),
+          arguments: ["shutterbug-timelapse.service", "shutterbug.service"])
+    func verify(_ name: String) async throws {
         let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let unit = try String(contentsOf: repo.appendingPathComponent("board/systemd/shutterbug-timelapse.service"), encoding: .utf8)
-        #expect(unit.contains("Type=notify") && unit.contains("WatchdogSec=") && unit.contains("NoNewPrivileges=yes"))
+        let unit = try String(contentsOf: repo.appendingPathComponent("board/systemd/" + name), encoding: .utf8)
+        #expect(unit.contains("Type=notify") && unit.contains("WatchdogSec=") && unit.contains("NoNewPrivileges=yes") && unit.contains("SupplementaryGroups=video render gpio"))
         let dir = NSTemporaryDirectory() + "sb-unit-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let path = dir + "/shutterbug-timelapse.service"
+        let path = dir + "/" + name
         try unit.replacingOccurrences(of: "/usr/bin/shutterbug", with: OutputCLITests.exe).write(toFile: path, atomically: true, encoding: .utf8)
-        let r = try await runChild("/usr/bin/systemd-analyze", ["verify", path])
-        #expect(r.status == 0 && !r.err.contains("shutterbug-timelapse.service:"), "\(r.err)")
+        // The man page comes with the package, not with this build.
+        let r = try await runChild("/usr/bin/systemd-analyze", ["verify", "--man=no", path])
+        #expect(r.status == 0 && !r.err.contains(name + ":"), "\(r.err)")
+        let config = try await runChild(OutputCLITests.exe, ["config", "check", repo.appendingPathComponent("board/systemd/serve.yaml").path])
+        #expect(config.status == 0, "\(config.out)\(config.err)")
     }
 }
