@@ -77,7 +77,9 @@ struct ServeCLITests {
         let status = try await call(s.base + "api/status")
         #expect(status.status == 200 && status.type == "application/json")
         #expect(status.json?["camera"] as? String == "sim:imx477" && status.json?["streaming"] as? Bool == true, "\(status.text)")
-        #expect(try await call(s.base + "api/cameras").text.contains("sim:imx477"))
+        let cameras = try #require(try await call(s.base + "api/cameras").json(array: 0))
+        #expect(cameras["id"] as? String == "sim:imx477" && (cameras["modes"] as? [Any])?.count ?? 0 >= 2, "\(cameras)")
+        #expect((cameras["mode"] as? [String: Any])?["maxFps"] as? Double ?? 0 > 0 && (cameras["streams"] as? [String])?.count == 2, "the mode it streams in, and the still and raw streams: \(cameras)")
 
         let bracket = try await call(s.base + "api/capture", method: "POST", body: #"{"ev": [-1, 0, 1], "formats": ["jpeg", "dng"]}"#)
         #expect(bracket.status == 201, "\(bracket.text)")

@@ -62,11 +62,14 @@ public actor CameraService {
     /// Jobs the configuration declares (the others were created over the API).
     var configuredJobs: Set<String> = []
     var triggers: [ServiceTrigger] = []
+    /// The sensor's modes, where the camera tells them (the simulated profiles do).
+    public let sensorModes: [SensorModeReport]
     /// What the configuration declared, as last applied.
     var declared = Declared()
 
     public init(session: CaptureSession, camera: any CameraBackend, writer: PhotoFileWriter, directory: OutputDirectory,
-                logger: Logger = Logger(label: "shutterbug", factory: { _ in SwiftLogNoOpLogHandler() })) {
+                logger: Logger = Logger(label: "shutterbug", factory: { _ in SwiftLogNoOpLogHandler() }), sensorModes: [SensorModeReport] = []) {
+        self.sensorModes = sensorModes
         self.session = session
         self.camera = camera
         self.writer = writer
@@ -152,6 +155,43 @@ public actor CameraService {
     }
 
     public func captures() -> [CaptureRecord] { recent.reversed() }
+
+    /// A sensor mode as `/api/cameras` reports it.
+    public struct Mode: Sendable, Codable {
+        public var width: Int?
+        public var height: Int?
+        public var bitDepth: Int?
+        public var maxFps: Double?
+        public var minExposureUs: Double?
+        public var maxExposureUs: Double?
+        public init(_ r: SensorModeReport) {
+            width = r.width
+            height = r.height
+            bitDepth = r.bitDepth
+            maxFps = r.maxFrameRate
+            minExposureUs = r.exposureLimits?.lowerBound.microsecondsValue
+            maxExposureUs = r.exposureLimits?.upperBound.microsecondsValue
+        }
+    }
+
+    /// The camera the service owns: the mode it streams in, the modes its sensor has (where the
+    /// camera says), and the streams as configured.
+    public struct CameraReport: Sendable, Codable {
+        public var id: String
+        public var model: String
+        public var simulated: Bool
+        public var pixelArrayWidth: Int?
+        public var pixelArrayHeight: Int?
+        public var mode: Mode?
+        public var modes: [Mode]
+        public var streams: [String]
+    }
+
+    public func cameras() -> [CameraReport] {
+        let info = camera.info
+        return [CameraReport(id: info.id, model: info.model, simulated: info.isSimulated, pixelArrayWidth: info.pixelArrayWidth, pixelArrayHeight: info.pixelArrayHeight,
+                             mode: camera.sensorModeReport.map(Mode.init), modes: sensorModes.map(Mode.init), streams: writer.streams.map(\.description))]
+    }
 
     /// Counts what every capture reports, the API's, the triggers' and the jobs' slots alike.
     nonisolated func observe(_ e: OutputEvent) {

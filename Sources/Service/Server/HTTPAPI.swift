@@ -287,9 +287,7 @@ public enum HTTPAPI {
             Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: WebPage.html)))
         }
         router.get("/api/status") { _, _ in try json(await service.status()) }
-        router.get("/api/cameras") { _, _ in
-            try json([["id": service.camera.info.id, "model": service.camera.info.model]])
-        }
+        router.get("/api/cameras") { _, _ in try json(await service.cameras()) }
         router.get("/api/captures") { _, _ in try json(await service.captures()) }
         router.post("/api/capture") { request, _ -> Response in
             var request = request
