@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Systemd
 import TestSupport
 import Testing
@@ -129,6 +130,7 @@ extension SystemdNotifyTests {
         let ready = try #require(texts.firstIndex { $0.hasPrefix("READY=1") }, "\(texts)")
         #expect(texts[ready].contains("STATUS=serving sim:imx219 at http://127.0.0.1:"), "\(texts[ready])")
         #expect(!texts[..<ready].contains("WATCHDOG=1"), "no watchdog before ready")
+        #expect(texts.contains { $0.hasPrefix("STATUS=serving sim:imx219") && $0.contains("0 captures over the API") }, "a summary line follows: \(texts)")
         #expect(texts.contains { $0.hasPrefix("STOPPING=1") }, "\(texts)")
         let pings = got.filter { $0.text == "WATCHDOG=1" }.map(\.t)
         let gaps = zip(pings, pings.dropFirst()).map { $1 - $0 }
@@ -156,5 +158,20 @@ struct SystemdUnitTests {
         #expect(r.status == 0 && !r.err.contains(name + ":"), "\(r.err)")
         let config = try await runChild(OutputCLITests.exe, ["config", "check", repo.appendingPathComponent("board/systemd/serve.yaml").path])
         #expect(config.status == 0, "\(config.out)\(config.err)")
+    }
+}
+
+@Suite("the service's log: swift-log with journald priorities")
+struct JournalLogTests {
+    @Test("under journald (JOURNAL_STREAM) each line starts with its sd-daemon priority; on a terminal with the program's name; one message, one line")
+    func priorities() {
+        let journal = JournalLogHandler(environment: ["JOURNAL_STREAM": "8:12345"])
+        #expect(journal.line(.error, "the camera failed") == "<3>the camera failed")
+        #expect(journal.line(.warning, "slow") == "<4>slow")
+        #expect(journal.line(.notice, "serving") == "<5>serving")
+        #expect(journal.line(.info, "x") == "<6>x" && journal.line(.debug, "x") == "<7>x" && journal.line(.critical, "x") == "<2>x")
+        #expect(journal.line(.error, "two\nlines", metadata: ["job": "roof"]) == "<3>two lines job=roof")
+        let terminal = JournalLogHandler(environment: [:])
+        #expect(terminal.line(.error, "the camera failed") == "shutterbug: the camera failed")
     }
 }

@@ -67,6 +67,24 @@ timeout 60 tail --pid=$pid -f /dev/null
 cat /tmp/trigger.err /tmp/trigger.out
 step grep -q '"captured":2' /tmp/trigger.out
 step test "$(grep -c '"lagToExposureStartUs":0,' /tmp/trigger.out)" -eq 2
+# The service with a GPIO trigger from its configuration: three presses, three captures, each
+# counted at /api/triggers (read here through `shutterbug status`, the service's client).
+echo pull-down > "$pull"
+printf 'triggers:\n  - name: shutter\n    gpio: shutter\n    edge: rising\n' >/tmp/serve.yaml
+"$build/shutterbug" serve --camera sim:imx477 --size 640x480 --listen 127.0.0.1:8080 --output /tmp/serve-out --config /tmp/serve.yaml 2>/tmp/serve.err &
+pid=$!
+for _ in $(seq 1 300); do grep -q "trigger 'shutter': listening" /tmp/serve.err && grep -q "serving " /tmp/serve.err && break; sleep 0.1; done
+for _ in 1 2 3; do echo pull-up > "$pull"; echo pull-down > "$pull"; sleep 0.3; done
+for _ in $(seq 1 100); do "$build/shutterbug" status --service http://127.0.0.1:8080/ --json | grep -q '"captured":3' && break; sleep 0.1; done
+out=$("$build/shutterbug" status --service http://127.0.0.1:8080/ --json)
+kill -TERM $pid
+wait $pid
+rc=$?
+cat /tmp/serve.err
+echo "$out"
+step grep -q '"captured":3' <<<"$out"
+step grep -q '"lagP50Us":[0-9]' <<<"$out"
+step test "$rc" -eq 0
 out=$("$build/shutterbug" cameras 2>&1)
 echo "$out"
 step grep -q "platform/vimc" <<<"$out"

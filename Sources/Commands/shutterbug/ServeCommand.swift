@@ -244,6 +244,21 @@ struct ServeCommand: AsyncParsableCommand {
             hup.stop()
         }
 
+        // STATUS= brought up to date every few seconds while it changes: the jobs, the triggers.
+        let served = ServedAt()
+        let statusLine = notifier.map { notifier in
+            Task {
+                var last = ""
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(5))
+                    guard let url = served.url else { continue }
+                    let line = await service.summary(serving: url)
+                    if line != last { notifier.status(line) }
+                    last = line
+                }
+            }
+        }
+        defer { statusLine?.cancel() }
         let host = access.host.contains(":") ? "[\(access.host)]" : access.host
         let where_ = "http://\(host):\(access.port)/"
         let app = Application(router: HTTPAPI.router(service, access: access, hooks: hooks),
@@ -253,6 +268,7 @@ struct ServeCommand: AsyncParsableCommand {
                                   let url = "http://\(host):\(channel.localAddress?.port ?? access.port)/"
                                   logger.notice("serving \(cam.info.id) at \(url)\(access.token == nil ? "" : " (bearer token required)")")
                                   notifier?.ready(status: "serving \(cam.info.id) at \(url)")
+                                  served.url = url
                               },
                               logger: logger)
         let r = await service.apply(declared)
@@ -270,6 +286,15 @@ struct ServeCommand: AsyncParsableCommand {
         notifier?.stopping(status: "stopping")
         await service.stopAll("the service is stopping")
         await session.stop()
+    }
+}
+
+/// Where the server listens, once it does (for --listen HOST:0, the port the system gave).
+final class ServedAt: Sendable {
+    private let value = Mutex<String?>(nil)
+    var url: String? {
+        get { value.withLock { $0 } }
+        set { value.withLock { $0 = newValue } }
     }
 }
 

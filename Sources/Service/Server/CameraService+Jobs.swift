@@ -136,6 +136,19 @@ extension CameraService {
 
     public func triggerStatuses() -> [TriggerStatus] { triggers.map(\.status) }
 
+    /// One line for systemd's STATUS=: the jobs, the triggers, the captures.
+    public func summary(serving url: String) -> String {
+        var parts = ["serving \(camera.info.id) at \(url)"]
+        let running = jobs.map(\.status).filter { !$0.isOver }
+        if !running.isEmpty {
+            parts.append(running.map { j in "\(j.name) \(j.state == .paused ? "paused" : "slot \(j.nextSlot.map(String.init) ?? "-")\(j.total.map { "/\($0)" } ?? "")")" }.joined(separator: ", "))
+        }
+        let t = triggers.map(\.status)
+        if !t.isEmpty { parts.append("\(t.count) trigger\(t.count == 1 ? "" : "s"), \(t.map(\.captured).reduce(0, +)) captured") }
+        parts.append("\(capturesTaken) captures over the API")
+        return parts.joined(separator: "; ")
+    }
+
     /// Stops every job and trigger and waits for them: a slot or capture in progress completes
     /// and is journalled first.
     public func stopAll(_ why: String) async {
