@@ -24,18 +24,24 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "The camera as a service: an HTTP API, a web page and Prometheus metrics over one camera session.",
         discussion: """
-            Owns the camera and streams; captures asked for over the API (a photo, an EV or a \
-            manual bracket) are written to --output and listed with their files. Endpoints \
-            (docs/openapi.yaml): GET / (the web page), /api/status, /api/cameras, /api/captures, \
-            /api/frame.jpg (the newest frame), /api/files/PATH (a file under --output), \
-            /metrics; POST /api/capture. Listens on 127.0.0.1 by default; any other address \
-            needs a bearer token (--token-file, or SHUTTERBUG_TOKEN), and with a token every \
-            request must carry it. Under systemd (Type=notify): READY once streaming and \
-            listening, the watchdog pinged while frames come. SIGTERM or SIGINT: the capture \
-            in progress completes and its files are written, then it stops.
+            Owns the camera and streams; runs the timelapse jobs and triggers its --config \
+            declares (jobs: and triggers:, docs/service.md); captures asked for over the API (a \
+            photo, an EV or a manual bracket) are written to --output and listed with their \
+            files. Endpoints (docs/openapi.yaml): GET / (the web page), /api/status, /api/cameras, \
+            /api/captures, /api/frame.jpg (the newest frame), /api/files/PATH (a file under \
+            --output), /api/jobs (GET, POST; /api/jobs/NAME, POST .../pause|resume|stop), \
+            /api/triggers, /api/config (POST /api/config/reload), /metrics; POST /api/capture. \
+            Listens on 127.0.0.1 by default; any other address needs a bearer token \
+            (--token-file, or SHUTTERBUG_TOKEN), and with a token every request must carry it. \
+            --preview shows the camera on a display meanwhile. Under systemd (Type=notify): \
+            READY once streaming and listening, the watchdog pinged while frames come, STATUS \
+            kept current. SIGHUP reads the configuration again (running jobs keep running). \
+            SIGTERM or SIGINT: the slot or capture in progress completes and its files are \
+            written and journalled, then it stops.
             """)
 
     @OptionGroup var camera: CameraOptions
+    @OptionGroup var previewOptions: PreviewOptions
 
     @Option(name: .long, help: ArgumentHelp("Read the service's options from a YAML file whose keys are these options' long names (listen: 0.0.0.0:8080, output: DIR, token-file: FILE); options on the command line override the file's. `shutterbug config check FILE` lists its mistakes.", valueName: "file"))
     var config: String?
@@ -90,6 +96,7 @@ struct ServeCommand: AsyncParsableCommand {
         if limitLoopback { words.append("--limit-loopback") }
         if let tokenFile { words += ["--token-file", tokenFile] }
         if let c = camera.camera { words += ["--camera", c] }
+        if previewOptions.preview != "off" { words += ["--preview", previewOptions.preview] }
         return words
     }
 
@@ -176,11 +183,17 @@ struct ServeCommand: AsyncParsableCommand {
         let cam = try camera.open()
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
+        // The camera on a display beside everything else (`preview: auto` in the configuration);
+        // no display is one line and the service goes on.
+        let preview = previewOptions.open()
+        defer { preview?.close() }
+        var streams = [stream, StreamRequest(role: .raw)]
+        if let preview { streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam)) }
         let config: CameraConfiguration
         do {
             // Brackets of up to 5 steps (a larger one is refused with the range, 409); 9 would
             // not fit a Pi 4's CMA at full resolution with the raw stream beside.
-            config = try await session.start(streams: [stream, StreamRequest(role: .raw)], preparedBracketCount: 5)
+            config = try await session.start(streams: streams, preparedBracketCount: 5, sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink)
         } catch let e as ShutterbugError where e.code == .invalidArgument {
             throw ValidationError(e.message)
         }
@@ -286,6 +299,10 @@ struct ServeCommand: AsyncParsableCommand {
         notifier?.stopping(status: "stopping")
         await service.stopAll("the service is stopping")
         await session.stop()
+        if let preview {
+            preview.close()
+            logger.notice("\(preview.summaryLine)")
+        }
     }
 }
 

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Builds shutterbug for aarch64 (a Raspberry Pi 4 or 5 on a 64-bit OS), in release mode, with
+# the Swift runtime linked statically, from this x86-64 machine:
+#
+#   1. a Debian unstable chroot (amd64) with Debian's own Swift 6.2.3 (swiftlang), pkgconf,
+#      git and the cross linker (binutils-aarch64-linux-gnu);
+#   2. an arm64 sysroot: the arm64 -dev packages Shutterbug links (libcamera 0.7.x, libdrm,
+#      libtiff, libjpeg-turbo, libexif, libsqlite3, libpng, libcurl, zlib, libstdc++) with
+#      everything they depend on, and the arm64 Swift runtime (swiftlang, libswiftlang),
+#      unpacked with dpkg-deb -x (the arm64 and amd64 swiftlang cannot be installed together);
+#   3. a Swift SDK bundle (swift-sdk.json + toolset.json) over that sysroot;
+#   4. `swift build --swift-sdk aarch64-unknown-linux-gnu -c release --static-swift-stdlib`
+#      in the chroot, the repository and this machine's Swift package mirror bound in, the
+#      pkg-config search confined to the sysroot.
+#
+# The chroot and the sysroot are made once and cached outside the repository, keyed by the
+# package lists (and the day's package versions are recorded beside them, printed with the
+# build): ${SHUTTERBUG_CACHE:-~/.cache/shutterbug}/cross/KEY. Prints the binary's path, its
+# size and the shared libraries it needs (readelf -d).
+#
+#   Cross/build-aarch64.sh            build (.build-aarch64/ in the repository, not committed)
+#   Cross/build-aarch64.sh --prepare  only make the chroot, sysroot and SDK
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+mirror=${SHUTTERBUG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=sid
+# Bump when the layout of the cache changes.
+layout=1
+host_packages="swiftlang pkgconf git ca-certificates binutils-aarch64-linux-gnu"
+target_packages="libc6-dev linux-libc-dev libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libsqlite3-dev libpng-dev libcurl4-openssl-dev zlib1g-dev swiftlang libswiftlang"
+key=$(printf '%s\n' "$layout" "$suite" "$host_packages" "$target_packages" | sha256sum | cut -c1-12)
+cache=${SHUTTERBUG_CACHE:-$HOME/.cache/shutterbug}/cross/$key
+root=$cache/root
+sysroot=$cache/sysroot
+sdk=$cache/sdk/shutterbug-aarch64.artifactbundle
+say() { echo "cross: $*" >&2; }
+
+need() {
+	local missing=()
+	for tool in "$@"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+	[ ${#missing[@]} -eq 0 ] && return
+	say "installing ${missing[*]}"
+	apt-get install -y -qq debootstrap qemu-user-static >/dev/null
+}
+need debootstrap qemu-aarch64-static
+
+# A private apt configuration for the suite (its own lists, cache and status; arm64 beside
+# amd64), so the system's apt sources are untouched.
+apt_private() {
+	local w=$1
+	mkdir -p "$w/lists/partial" "$w/archives/partial" "$w/cache" "$w/etc/preferences.d"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" >"$w/etc/sources.list"
+	: >"$w/status"
+	apt_opts=(-o Dir::Etc::SourceList="$w/etc/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o Dir::Etc::Preferences="$w/etc/preferences" -o Dir::Etc::PreferencesParts="$w/etc/preferences.d"
+		-o Dir::State::Lists="$w/lists" -o Dir::State::Status="$w/status" -o Dir::Cache="$w/cache"
+		-o Dir::Cache::Archives="$w/archives" -o APT::Architecture=amd64 -o APT::Architectures::=amd64
+		-o APT::Architectures::=arm64 -o Debug::NoLocking=1 -o APT::Sandbox::User=root
+		-o Acquire::Check-Valid-Until=false)
+	apt-get "${apt_opts[@]}" -qq update
+}
+
+make_root() {
+	[ -x "$root/usr/bin/swift" ] && return
+	say "making the $suite chroot with Swift (once; several minutes)"
+	mkdir -p "$cache"
+	if [ ! -f "$cache/.debootstrapped" ]; then
+		rm -rf "$root"
+		debootstrap --variant=minbase --include=ca-certificates "$suite" "$root" "$mirror" >"$cache/debootstrap.log" 2>&1 \
+			|| { tail -20 "$cache/debootstrap.log" >&2; exit 1; }
+		touch "$cache/.debootstrapped"
+	fi
+	# The package archive is a snapshot: its Release files outlive their Valid-Until.
+	echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99shutterbug-snapshot"
+	chroot "$root" apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends $host_packages >"$cache/install.log" 2>&1 \
+		|| { tail -20 "$cache/install.log" >&2; exit 1; }
+	chroot "$root" apt-get clean
+	chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' swiftlang pkgconf binutils-aarch64-linux-gnu >"$cache/host-versions.txt"
+}
+
+make_sysroot() {
+	[ -f "$sysroot/.complete" ] && return
+	say "making the arm64 sysroot (once)"
+	rm -rf "$sysroot"
+	local w
+	w=$(mktemp -d)
+	apt_private "$w"
+	# libstdc++ and libgcc of the suite's default compiler, for the C++ bridge.
+	local gcc
+	gcc=$(apt-cache "${apt_opts[@]}" depends gcc:arm64 | grep -o 'gcc-[0-9][0-9]*' | head -1 | cut -d- -f2)
+	local wanted=()
+	for p in $target_packages "libstdc++-$gcc-dev" "libgcc-$gcc-dev"; do wanted+=("$p:arm64"); done
+	# Everything they need, as a fresh arm64 system would install it (the status is empty).
+	apt-get "${apt_opts[@]}" -qq -y --download-only --no-install-recommends install "${wanted[@]}" >"$cache/sysroot-download.log" 2>&1 \
+		|| { tail -20 "$cache/sysroot-download.log" >&2; exit 1; }
+	mkdir -p "$sysroot"
+	: >"$cache/target-versions.txt"
+	for deb in "$w"/archives/*_arm64.deb "$w"/archives/*_all.deb; do
+		[ -f "$deb" ] || continue
+		dpkg-deb -x "$deb" "$sysroot"
+		dpkg-deb -f "$deb" Package Version | paste -sd' ' >>"$cache/target-versions.txt"
+	done
+	rm -rf "$w"
+	# Absolute symlinks inside the sysroot point into it, not at the build machine.
+	find "$sysroot" -type l -lname '/*' | while read -r link; do
+		ln -sfn "$sysroot$(readlink "$link")" "$link"
+	done
+	touch "$sysroot/.complete"
+}
+
+make_sdk() {
+	[ -f "$sdk/info.json" ] && return
+	say "writing the Swift SDK bundle"
+	mkdir -p "$sdk/aarch64"
+	ln -sfn "$sysroot" "$sdk/aarch64/sysroot"
+	cat >"$sdk/info.json" <<JSON
+{
+  "schemaVersion": "1.0",
+  "artifacts": {
+    "shutterbug-aarch64": {
+      "type": "swiftSDK",
+      "version": "6.2.3",
+      "variants": [{ "path": "aarch64", "supportedTriples": ["x86_64-unknown-linux-gnu"] }]
+    }
+  }
+}
+JSON
+	cat >"$sdk/aarch64/swift-sdk.json" <<JSON
+{
+  "schemaVersion": "4.0",
+  "targetTriples": {
+    "aarch64-unknown-linux-gnu": {
+      "sdkRootPath": "sysroot",
+      "swiftResourcesPath": "sysroot/usr/libexec/swift/lib/swift",
+      "swiftStaticResourcesPath": "sysroot/usr/libexec/swift/lib/swift_static",
+      "toolsetPaths": ["toolset.json"]
+    }
+  }
+}
+JSON
+	cat >"$sdk/aarch64/toolset.json" <<JSON
+{
+  "schemaVersion": "1.0",
+  "swiftCompiler": { "extraCLIOptions": ["-use-ld=lld", "-no-toolchain-stdlib-rpath"] },
+  "linker": { "path": "ld.lld" }
+}
+JSON
+}
+
+make_root
+make_sysroot
+make_sdk
+[ "${1:-}" = "--prepare" ] && { say "ready: $cache"; exit 0; }
