@@ -27,7 +27,7 @@ mirror=${SHUTTERBUG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=sid
 # Bump when the layout of the cache changes.
 layout=1
-host_packages="swiftlang pkgconf git ca-certificates binutils-aarch64-linux-gnu"
+host_packages="swiftlang libc6-dev pkgconf git ca-certificates binutils-aarch64-linux-gnu"
 target_packages="libc6-dev linux-libc-dev libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libsqlite3-dev libpng-dev libcurl4-openssl-dev zlib1g-dev swiftlang libswiftlang"
 key=$(printf '%s\n' "$layout" "$suite" "$host_packages" "$target_packages" | sha256sum | cut -c1-12)
 cache=${SHUTTERBUG_CACHE:-$HOME/.cache/shutterbug}/cross/$key
@@ -97,24 +97,47 @@ make_sysroot() {
 		|| { tail -20 "$cache/sysroot-download.log" >&2; exit 1; }
 	mkdir -p "$sysroot"
 	: >"$cache/target-versions.txt"
+	: >"$cache/shlibs.txt"
 	for deb in "$w"/archives/*_arm64.deb "$w"/archives/*_all.deb; do
 		[ -f "$deb" ] || continue
 		dpkg-deb -x "$deb" "$sysroot"
-		dpkg-deb -f "$deb" Package Version | paste -sd' ' >>"$cache/target-versions.txt"
+		local pv
+		pv="$(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)"
+		echo "$pv" >>"$cache/target-versions.txt"
+		# soname -> package version, for the Debian package's Depends.
+		dpkg-deb -c "$deb" | awk '{print $6}' | grep -E '/lib[^/]*\.so(\.[0-9]+)+$' | sed 's|.*/||' | while read -r so; do echo "$so $pv"; done >>"$cache/shlibs.txt" || true
 	done
 	rm -rf "$w"
-	# Absolute symlinks inside the sysroot point into it, not at the build machine.
-	find "$sysroot" -type l -lname '/*' | while read -r link; do
-		ln -sfn "$sysroot$(readlink "$link")" "$link"
-	done
+	# Absolute symlinks inside the sysroot point into it (relative), wherever it is mounted.
+	relink
+	usr_merge
 	touch "$sysroot/.complete"
+}
+
+# What an installed system has beside the packages' files: the merged /usr links (libc's linker
+# script names /lib/ld-linux-aarch64.so.1), and the Swift runtime where the driver looks
+# (Debian keeps it under /usr/libexec/swift).
+usr_merge() {
+	for d in lib bin sbin; do [ -e "$sysroot/$d" ] || ln -sfn "usr/$d" "$sysroot/$d"; done
+	[ -e "$sysroot/usr/lib/swift" ] || ln -sfn ../libexec/swift/lib/swift "$sysroot/usr/lib/swift"
+	[ -e "$sysroot/usr/lib/swift_static" ] || ln -sfn ../libexec/swift/lib/swift_static "$sysroot/usr/lib/swift_static"
+}
+
+relink() {
+	find "$sysroot" -type l -lname '/*' | while read -r link; do
+		local target
+		target=$(readlink "$link")
+		target=${target#"$sysroot"}
+		ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$sysroot$target")" "$link"
+	done
 }
 
 make_sdk() {
 	[ -f "$sdk/info.json" ] && return
 	say "writing the Swift SDK bundle"
 	mkdir -p "$sdk/aarch64"
-	ln -sfn "$sysroot" "$sdk/aarch64/sysroot"
+	# Where the build (in the chroot) finds the sysroot: bound in at /sysroot.
+	ln -sfn /sysroot "$sdk/aarch64/sysroot"
 	cat >"$sdk/info.json" <<JSON
 {
   "schemaVersion": "1.0",
@@ -122,7 +145,7 @@ make_sdk() {
     "shutterbug-aarch64": {
       "type": "swiftSDK",
       "version": "6.2.3",
-      "variants": [{ "path": "aarch64", "supportedTriples": ["x86_64-unknown-linux-gnu"] }]
+      "variants": [{ "path": "aarch64", "supportedTriples": ["x86_64-pc-linux-gnu", "x86_64-unknown-linux-gnu"] }]
     }
   }
 }
@@ -133,8 +156,8 @@ JSON
   "targetTriples": {
     "aarch64-unknown-linux-gnu": {
       "sdkRootPath": "sysroot",
-      "swiftResourcesPath": "sysroot/usr/libexec/swift/lib/swift",
-      "swiftStaticResourcesPath": "sysroot/usr/libexec/swift/lib/swift_static",
+      "swiftResourcesPath": "sysroot/usr/lib/swift",
+      "swiftStaticResourcesPath": "sysroot/usr/lib/swift_static",
       "toolsetPaths": ["toolset.json"]
     }
   }
@@ -144,12 +167,57 @@ JSON
 {
   "schemaVersion": "1.0",
   "swiftCompiler": { "extraCLIOptions": ["-use-ld=lld", "-no-toolchain-stdlib-rpath"] },
-  "linker": { "path": "ld.lld" }
+  "linker": { "path": "/usr/libexec/swift/bin/ld.lld" }
 }
 JSON
 }
 
 make_root
 make_sysroot
+usr_merge
 make_sdk
 [ "${1:-}" = "--prepare" ] && { say "ready: $cache"; exit 0; }
+
+# The build, in the chroot: the repository at /src, the sysroot at /sysroot, the SDK at /sdks,
+# and this machine's Swift package mirror where its git configuration says (the same URL
+# rewrite as the host's, so Package.swift's GitHub URLs resolve as they do here).
+mounts=()
+bind() {
+	mkdir -p "$root$2"
+	mount --bind "$1" "$root$2"
+	mounts=("$root$2" "${mounts[@]}")
+}
+cleanup() { for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
+trap cleanup EXIT
+bind "$repo" /src
+bind "$sysroot" /sysroot
+bind "$(dirname "$sdk")" /sdks
+bind /proc /proc
+bind /dev /dev
+mirror_dir=$(git config --system --get-regexp '^url\..*\.insteadof$' 2>/dev/null | awk '$2 == "https://github.com/" {print $1}' | sed 's/^url\.//; s/\.insteadof$//' | head -1)
+if [ -n "$mirror_dir" ] && [ -d "$mirror_dir" ]; then
+	bind "$mirror_dir" "$mirror_dir"
+	git config --system --get-regexp '^url\.' | while read -r k v; do echo "$k $v"; done >"$cache/gitconfig.url"
+	chroot "$root" sh -c "git config --system --unset-all url.$mirror_dir.insteadof 2>/dev/null; true"
+	while read -r k v; do chroot "$root" git config --system --add "$k" "$v"; done <"$cache/gitconfig.url"
+fi
+chroot "$root" git config --system --add safe.directory '*'
+say "building shutterbug for aarch64 with $(chroot "$root" swift --version 2>/dev/null | head -1)"
+started=$SECONDS
+chroot "$root" env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin \
+	PKG_CONFIG_SYSROOT_DIR=/sysroot PKG_CONFIG_PATH=/sysroot/usr/lib/aarch64-linux-gnu/pkgconfig:/sysroot/usr/share/pkgconfig \
+	PKG_CONFIG_LIBDIR=/sysroot/usr/lib/aarch64-linux-gnu/pkgconfig:/sysroot/usr/share/pkgconfig \
+	sh -c 'cd /src && swift build -c release --scratch-path /src/.build-aarch64 --swift-sdks-path /sdks \
+		--swift-sdk aarch64-unknown-linux-gnu --static-swift-stdlib --product shutterbug' >&2
+bin=$repo/.build-aarch64/aarch64-unknown-linux-gnu/release/shutterbug
+[ -x "$bin" ] || { say "no binary at $bin"; exit 1; }
+say "built in $((SECONDS - started)) s"
+echo "binary: $bin"
+echo "sysroot: $sysroot"
+echo "shlibs: $cache/shlibs.txt"
+echo "size: $(stat -c %s "$bin") bytes ($(du -h "$bin" | cut -f1))"
+echo "file: $(file -b "$bin" 2>/dev/null || true)"
+echo "needs:"
+readelf -d "$bin" | awk '/NEEDED/ {print "  " $5}' | tr -d '[]'
+echo "linked against (Debian $suite, arm64):"
+grep -E '^(libcamera0\.[0-9]+|libcamera-dev|libdrm2|libtiff6|libjpeg62-turbo|libexif12|libsqlite3-0|libpng16-16\S*|libcurl4\S*|libswiftlang|swiftlang) ' "$cache/target-versions.txt" | sed 's/^/  /' || true

@@ -149,7 +149,9 @@ struct SceneRenderer: Sendable {
                                 let r = Double(t[Int(min(max(c.r, 0), 1) * steps + 0.5)])
                                 let g = Double(t[Int(min(max(c.g, 0), 1) * steps + 0.5)])
                                 let b = Double(t[Int(min(max(c.b, 0), 1) * steps + 0.5)])
-                                line[col] = UInt8(min(max(0.299 * r + 0.587 * g + 0.114 * b + 0.5, 0), 255))
+                                // Spelt out for Swift 6.2's type checker (one long sum times out).
+                                let luma: Double = 0.299 * r + 0.587 * g + 0.114 * b
+                                line[col] = UInt8(min(max(luma + 0.5, 0), 255))
                                 sr += r
                                 sg += g
                                 sb += b
@@ -159,8 +161,10 @@ struct SceneRenderer: Sendable {
                         sr /= n
                         sg /= n
                         sb /= n
-                        cbLine[col2 / 2] = UInt8(min(max(128 - 0.168736 * sr - 0.331264 * sg + 0.5 * sb + 0.5, 0), 255))
-                        crLine[col2 / 2] = UInt8(min(max(128 + 0.5 * sr - 0.418688 * sg - 0.081312 * sb + 0.5, 0), 255))
+                        let cbValue: Double = 128 - 0.168736 * sr - 0.331264 * sg + 0.5 * sb
+                        let crValue: Double = 128 + 0.5 * sr - 0.418688 * sg - 0.081312 * sb
+                        cbLine[col2 / 2] = UInt8(min(max(cbValue + 0.5, 0), 255))
+                        crLine[col2 / 2] = UInt8(min(max(crValue + 0.5, 0), 255))
                     }
                 }
             }

@@ -9,6 +9,7 @@ struct Shutterbug: AsyncParsableCommand {
             Without a camera attached, commands run on the simulated Raspberry Pi camera \
             (sim:imx477), which models the real pipeline: control delays, drops, metadata.
             """,
+        version: ShutterbugVersion.line,
         subcommands: [Cameras.self, Stream.self, Bracket.self, Focus.self, Preview.self, TriggerCommand.self, TimelapseCommand.self, ServeCommand.self, StatusCommand.self, CaptureCommand.self, JobsCommand.self, ConfigCommand.self])
 
     /// As ArgumentParser's own, but a timelapse's `--job-file` is read first: its options stand

@@ -232,7 +232,10 @@ extension CaptureSession {
         capture.resolved.meteredGain = base.totalGain?.value
         // Exposure first, up to what fits the every-frame period; then gain.
         let exposureLimit = timing.everyFramePeriod - timing.margin
-        let planned = biases.enumerated().map { i, ev -> (ResolvedStep, BracketScheduler.Step) in
+        // A loop, not a map: the capture is changed on the way (Swift 6.2 refuses that inside a
+        // closure on the actor).
+        var planned: [(ResolvedStep, BracketScheduler.Step)] = []
+        for (i, ev) in biases.enumerated() {
             let t = total * pow2(ev)
             let minGain = timing.gainRange.lowerBound
             var e = min(Duration.seconds(exactly: t / minGain), max(exposureLimit, timing.exposureRange.lowerBound))
@@ -244,7 +247,7 @@ extension CaptureSession {
             }
             let (target, notes) = adjust(exposure: e, gain: g, what: "step \(i + 1) (\(ev >= 0 ? "+" : "")\(ev) EV)")
             capture.resolved.adjustments += notes
-            return (ResolvedStep(index: i, requested: "\(ev >= 0 ? "+" : "")\(ev) EV", planned: target), exposureStep(target, whiteBalance: capture.settings.whiteBalance))
+            planned.append((ResolvedStep(index: i, requested: "\(ev >= 0 ? "+" : "")\(ev) EV", planned: target), exposureStep(target, whiteBalance: capture.settings.whiteBalance)))
         }
         begin(capture, planned)
     }

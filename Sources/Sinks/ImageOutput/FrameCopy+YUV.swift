@@ -16,8 +16,10 @@ extension FrameCopy {
         let w = width, h = height, cw = (w + 1) / 2, ch = (h + 1) / 2
         let (r, b) = format == .bgr888 ? (0, 2) : (2, 0)
         var out = [UInt8](repeating: 0, count: w * h + 2 * cw * ch)
-        bytes.withUnsafeBufferPointer { src in
-            out.withUnsafeMutableBufferPointer { dst in
+        // Closures with their types spelt out, the sums split: Swift 6.2's type checker gives up
+        // on the whole as one expression.
+        bytes.withUnsafeBufferPointer { (src: UnsafeBufferPointer<UInt8>) -> Void in
+            out.withUnsafeMutableBufferPointer { (dst: inout UnsafeMutableBufferPointer<UInt8>) -> Void in
                 let u0 = w * h, v0 = u0 + cw * ch
                 // Fixed point, 16 fractional bits: Y = .299 R + .587 G + .114 B;
                 // Cb = 128 + .5 (B - Y) / .886; Cr = 128 + .5 (R - Y) / .701.
@@ -31,15 +33,17 @@ extension FrameCopy {
                                 let x = 2 * cx + dx
                                 let p = row + 3 * x
                                 let pr = Int(src[p + r]), pg = Int(src[p + 1]), pb = Int(src[p + b])
-                                dst[y * w + x] = UInt8((19_595 * pr + 38_470 * pg + 7_471 * pb + 32_768) >> 16)
+                                let luma: Int = 19_595 * pr + 38_470 * pg + 7_471 * pb
+                                dst[y * w + x] = UInt8((luma + 32_768) >> 16)
                                 sr += pr
                                 sg += pg
                                 sb += pb
                                 n += 1
                             }
                         }
-                        let cb = (-11_059 * sr - 21_709 * sg + 32_768 * sb) / n
-                        let cr = (32_768 * sr - 27_439 * sg - 5_329 * sb) / n
+                        let cbSum: Int = -11_059 * sr - 21_709 * sg + 32_768 * sb
+                        let crSum: Int = 32_768 * sr - 27_439 * sg - 5_329 * sb
+                        let cb = cbSum / n, cr = crSum / n
                         dst[u0 + cy * cw + cx] = UInt8(clamping: 128 + (cb + 32_768) >> 16)
                         dst[v0 + cy * cw + cx] = UInt8(clamping: 128 + (cr + 32_768) >> 16)
                     }

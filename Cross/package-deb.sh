@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Makes the Debian package a Raspberry Pi user installs: shutterbug_VERSION_ARCH.deb with the
+# binary (stripped), the systemd units, the service's default configuration (a conffile), the
+# udev rule, a man page generated from the command line's help, the copyright and changelog,
+# and maintainer scripts that create the `shutterbug` system user in the video, render and gpio
+# groups. Depends lists the shared libraries' Debian packages by name, each at least the
+# version the binary was linked against (found with dpkg -S on this machine for amd64; from
+# the arm64 sysroot's own packages for arm64). Then runs lintian on it.
+#
+#   Cross/package-deb.sh ARCH BINARY [OUTDIR]     ARCH: amd64 or arm64; OUTDIR: .build-deb
+#
+# The version is the binary's own (`shutterbug --version`, under qemu-aarch64-static for arm64).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+arch=${1:?usage: $0 amd64|arm64 BINARY [OUTDIR]}
+bin=${2:?usage: $0 amd64|arm64 BINARY [OUTDIR]}
+out=${3:-.build-deb}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+say() { echo "package: $*" >&2; }
+
+for tool in lintian fakeroot; do
+	command -v $tool >/dev/null || apt-get install -y -qq lintian fakeroot >/dev/null
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The binary, run as this machine can: natively, or through qemu with the arm64 loader found in
+# the sysroot (the binary asks for /lib/ld-linux-aarch64.so.1).
+case "$arch" in
+amd64)
+	runner=()
+	strip=strip
+	;;
+arm64)
+	sysroot=${SHUTTERBUG_ARM64_SYSROOT:?set SHUTTERBUG_ARM64_SYSROOT (Cross/build-aarch64.sh sets it)}
+	runner=(qemu-aarch64-static -L "$sysroot")
+	command -v aarch64-linux-gnu-strip >/dev/null || apt-get install -y -qq binutils-aarch64-linux-gnu >/dev/null
+	strip=aarch64-linux-gnu-strip
+	;;
+*) echo "ARCH is amd64 or arm64, not $arch" >&2; exit 64 ;;
+esac
+version=$("${runner[@]}" "$bin" --version | awk '{print $1}')
+[ -n "$version" ] || { say "the binary says no version"; exit 1; }
+name=shutterbug_${version}_${arch}
+stage=$work/$name
+say "$name from $bin ($("${runner[@]}" "$bin" --version))"
+
+install -D -m755 "$bin" "$stage/usr/bin/shutterbug"
+"$strip" --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/shutterbug"
+install -D -m644 board/systemd/shutterbug.service "$stage/usr/lib/systemd/system/shutterbug.service"
+install -D -m644 board/systemd/shutterbug-timelapse.service "$stage/usr/lib/systemd/system/shutterbug-timelapse.service"
+install -D -m644 board/systemd/serve.yaml "$stage/etc/shutterbug/serve.yaml"
+install -D -m644 board/udev/99-shutterbug.rules "$stage/usr/lib/udev/rules.d/60-shutterbug.rules"
+doc=$stage/usr/share/doc/shutterbug
+install -D -m644 docs/service.md "$doc/service.md"
+install -D -m644 board/rpi/README.md "$doc/README.md"
+install -D -m644 docs/openapi.yaml "$doc/openapi.yaml"
+cat >"$doc/copyright" <<EOF
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: shutterbug
+Source: https://github.com/shutterbug-camera/shutterbug
+
+Files: *
+Copyright: 2026 Shutterbug maintainers
+License: Apache-2.0
+
+Files: usr/bin/shutterbug
+Copyright: 2026 Shutterbug maintainers
+           2014-2025 Apple Inc. and the Swift project authors (Swift runtime, Foundation, swift-nio,
+           swift-argument-parser, swift-log, swift-metrics, swift-service-lifecycle, linked statically)
+           2021-2025 Adam Fowler and the Hummingbird authors
+           2016-2025 JP Simard and the Yams authors (Yams; libyaml by Kirill Simonov, MIT)
+License: Apache-2.0
+Comment: Yams bundles libyaml under the MIT licence.
+
+License: Apache-2.0
+ On Debian systems, the full text of the Apache License, Version 2.0, is in
+ /usr/share/common-licenses/Apache-2.0.
+EOF
+cat >"$work/changelog" <<EOF
+shutterbug ($version) unstable; urgency=medium
+
+  * Release $version: the camera as a service (timelapse jobs, GPIO triggers, HTTP API,
+    metrics, web page), built for $arch.
+
+ -- Shutterbug maintainers <maintainers@shutterbug.invalid>  $(date -R -d @"${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")
+EOF
+gzip -9n -c "$work/changelog" >"$doc/changelog.Debian.gz"
+
+# The man page from the command line's help (swift-argument-parser's generate-manual), run
+# against the binary itself (through qemu for arm64).
+gm=$(find .build -path '*/debug/generate-manual-tool' -type f 2>/dev/null | head -1)
+if [ -z "$gm" ]; then
+	swift build --product generate-manual-tool >/dev/null 2>&1 || swift package generate-manual >/dev/null 2>&1 || true
+	gm=$(find .build -path '*/debug/generate-manual-tool' -type f 2>/dev/null | head -1)
+fi
+[ -n "$gm" ] || { say "cannot build swift-argument-parser's generate-manual"; exit 1; }
+printf '#!/bin/sh\nexec %s "%s" "$@"\n' "${runner[*]}" "$bin" >"$work/shutterbug"
+chmod +x "$work/shutterbug"
+mkdir -p "$work/man"
+"$gm" "$work/shutterbug" --authors "Shutterbug maintainers" --date "$(date -u -d @"${SOURCE_DATE_EPOCH:-$(date +%s)}" +%F)" -o "$work/man" >/dev/null
+mkdir -p "$stage/usr/share/man/man1"
+gzip -9n -c "$work/man/shutterbug.1" >"$stage/usr/share/man/man1/shutterbug.1.gz"
+
+# Depends: the package of every shared library the binary needs.
+needed=$(readelf -d "$bin" | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); print $5}')
+depends=()
+for so in $needed; do
+	if [ "$arch" = amd64 ]; then
+		path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}')
+		[ -n "$path" ] || { say "no package holds $so"; exit 1; }
+		pkg=$(dpkg -S "$(realpath "$path")" 2>/dev/null | head -1 | cut -d: -f1) || true
+		[ -n "$pkg" ] || pkg=$(dpkg -S "$path" | head -1 | cut -d: -f1)
+		ver=$(dpkg-query -W -f '${Version}' "$pkg:amd64" 2>/dev/null || dpkg-query -W -f '${Version}' "$pkg")
+	else
+		read -r pkg ver < <(awk -v so="$so" '$1 == so {print $2, $3; exit}' "${SHUTTERBUG_ARM64_SHLIBS:?set SHUTTERBUG_ARM64_SHLIBS}")
+		[ -n "${pkg:-}" ] || { say "no package holds $so"; exit 1; }
+	fi
+	# The upstream part of the version is enough (a Debian revision or binNMU is not needed).
+	depends+=("$pkg (>= ${ver%%-*})")
+done
+depends+=("adduser")
+dep_line=$(printf '%s\n' "${depends[@]}" | sort -u | paste -sd, | sed 's/,/, /g')
+
+mkdir -p "$stage/DEBIAN"
+cat >"$stage/DEBIAN/control" <<EOF
+Package: shutterbug
+Version: $version
+Architecture: $arch
+Maintainer: Shutterbug maintainers <maintainers@shutterbug.invalid>
+Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+Depends: $dep_line
+Recommends: systemd
+Section: video
+Priority: optional
+Homepage: https://github.com/shutterbug-camera/shutterbug
+Description: headless camera service for Raspberry Pi camera modules
+ Shutterbug turns a Raspberry Pi camera module (libcamera) into a dependable
+ headless camera: exposure brackets on consecutive sensor frames, focus and
+ white-balance locks, a GPIO shutter with kernel edge timestamps, timelapse
+ brackets on a wall-clock grid that run for weeks and resume from a SQLite
+ journal, DNG and JPEG files whose metadata tells the truth, a DRM/KMS
+ preview, and a systemd service with an HTTP API, a web page and Prometheus
+ metrics. Without a camera it runs on a simulated Raspberry Pi camera.
+EOF
+echo /etc/shutterbug/serve.yaml >"$stage/DEBIAN/conffiles"
+cat >"$stage/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = "configure" ]; then
+	# The groups the camera, render nodes and GPIO chips belong to (Raspberry Pi OS has them;
+	# Debian has no gpio group), and the service's user in them.
+	for group in video render gpio; do
+		getent group "$group" >/dev/null || addgroup --system --quiet "$group"
+	done
+	if ! getent passwd shutterbug >/dev/null; then
+		adduser --system --group --quiet --home /var/lib/shutterbug --no-create-home \
+			--gecos "Shutterbug camera service" shutterbug
+	fi
+	for group in video render gpio; do
+		adduser --quiet shutterbug "$group" >/dev/null
+	done
+	# The udev rule gives the gpio group the GPIO chips and video the DMA heaps.
+	if [ -d /run/udev ] && command -v udevadm >/dev/null; then
+		udevadm control --reload-rules || true
+		udevadm trigger --subsystem-match=gpio --subsystem-match=dma_heap || true
+	fi
+fi
+if [ -d /run/systemd/system ]; then
+	systemctl --system daemon-reload >/dev/null || true
+	# An upgrade restarts a running service; a first install leaves it to the user to enable
+	# (systemctl enable --now shutterbug) once the configuration says what to do.
+	if [ "$1" = "configure" ] && [ -n "$2" ]; then
+		deb-systemd-invoke try-restart shutterbug.service shutterbug-timelapse.service >/dev/null || true
+	fi
+fi
+exit 0
+EOF
+cat >"$stage/DEBIAN/prerm" <<'EOF'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ] && [ "$1" = "remove" ]; then
+	deb-systemd-invoke stop shutterbug.service shutterbug-timelapse.service >/dev/null || true
+fi
+exit 0
+EOF
+cat >"$stage/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then
+	systemctl --system daemon-reload >/dev/null || true
+fi
+if [ "$1" = "purge" ] && [ -x /usr/bin/deb-systemd-helper ]; then
+	deb-systemd-helper purge shutterbug.service shutterbug-timelapse.service >/dev/null || true
+fi
+# The user and /var/lib/shutterbug (the photos and journals) are kept: nothing captured is
+# removed with the package.
+exit 0
+EOF
+chmod 755 "$stage/DEBIAN/postinst" "$stage/DEBIAN/prerm" "$stage/DEBIAN/postrm"
+find "$stage" -type d -exec chmod 755 {} +
+deb=$out/$name.deb
+dpkg-deb --build --root-owner-group -Zxz "$stage" "$deb" >/dev/null
+say "$deb ($(du -h "$deb" | cut -f1)); Depends: $dep_line"
+# lintian: no errors; the warnings it gives are printed and explained in board/rpi/README.md.
+lintian --no-tag-display-limit --suppress-tags-from-file Cross/lintian-overrides.txt --fail-on error "$deb" >&2 || { say "lintian found errors"; exit 1; }
+echo "$deb"
