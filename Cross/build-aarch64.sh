@@ -89,7 +89,7 @@ make_sysroot() {
 	apt_private "$w"
 	# libstdc++ and libgcc of the suite's default compiler, for the C++ bridge.
 	local gcc
-	gcc=$(apt-cache "${apt_opts[@]}" depends gcc:arm64 | grep -o 'gcc-[0-9][0-9]*' | head -1 | cut -d- -f2)
+	gcc=$(apt-cache "${apt_opts[@]}" depends gcc:arm64 | grep -o 'gcc-[0-9][0-9]*' | sed -n 1p | cut -d- -f2)
 	local wanted=()
 	for p in $target_packages "libstdc++-$gcc-dev" "libgcc-$gcc-dev"; do wanted+=("$p:arm64"); done
 	# Everything they need, as a fresh arm64 system would install it (the status is empty).
@@ -194,7 +194,7 @@ bind "$sysroot" /sysroot
 bind "$(dirname "$sdk")" /sdks
 bind /proc /proc
 bind /dev /dev
-mirror_dir=$(git config --system --get-regexp '^url\..*\.insteadof$' 2>/dev/null | awk '$2 == "https://github.com/" {print $1}' | sed 's/^url\.//; s/\.insteadof$//' | head -1)
+mirror_dir=$(git config --system --get-regexp '^url\..*\.insteadof$' 2>/dev/null | awk '$2 == "https://github.com/" {print $1}' | sed 's/^url\.//; s/\.insteadof$//' | sed -n 1p)
 if [ -n "$mirror_dir" ] && [ -d "$mirror_dir" ]; then
 	bind "$mirror_dir" "$mirror_dir"
 	git config --system --get-regexp '^url\.' | while read -r k v; do echo "$k $v"; done >"$cache/gitconfig.url"
@@ -202,7 +202,7 @@ if [ -n "$mirror_dir" ] && [ -d "$mirror_dir" ]; then
 	while read -r k v; do chroot "$root" git config --system --add "$k" "$v"; done <"$cache/gitconfig.url"
 fi
 chroot "$root" git config --system --add safe.directory '*'
-say "building shutterbug for aarch64 with $(chroot "$root" swift --version 2>/dev/null | head -1)"
+say "building shutterbug for aarch64 with $(chroot "$root" swift --version 2>/dev/null | sed -n 1p)"
 started=$SECONDS
 chroot "$root" env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin \
 	PKG_CONFIG_SYSROOT_DIR=/sysroot PKG_CONFIG_PATH=/sysroot/usr/lib/aarch64-linux-gnu/pkgconfig:/sysroot/usr/share/pkgconfig \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Shutterbug builds and tests with, if any is missing.
 #
-# usage: board/setup-host.sh [--board]   (--board adds what the virtual board needs)
+# usage: board/setup-host.sh [--board]   (--board adds what the virtual board and the cross tier need)
 # Runs apt-get only when something is missing, so it costs nothing on a prepared machine.
 set -euo pipefail
 
@@ -10,10 +10,11 @@ set -euo pipefail
 # for the output benchmark).
 # Colour is checked by LibRaw through rawpy (PyPI), installed below with numpy.
 packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libpng-dev libsqlite3-dev sqlite3
-	libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip)
+	libcurl4-openssl-dev libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
-		libcamera-tools libcamera-ipa libdrm-tests gpiod udev)
+		libcamera-tools libcamera-ipa libdrm-tests gpiod udev
+		debootstrap qemu-user-static binutils-aarch64-linux-gnu lintian fakeroot file)
 fi
 
 # From PyPI: rawpy and numpy for the colour tests, schemathesis to fuzz the service's API

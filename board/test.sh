@@ -13,6 +13,10 @@
 #   virtual-board  a qemu VM with vimc, vkms and gpio-sim: the libcamera conformance suite on
 #                  vimc, the KMS and GPIO tests, the CLI on a camera without exposure controls
 #                  (the kernel is built once, about 6 minutes, and cached)
+#   cross          Cross/test-cross.sh: shutterbug for aarch64 with Debian unstable's Swift 6.2.3
+#                  (the chroot and arm64 sysroot made once and cached), a seeded bracket under
+#                  qemu whose files' metadata equals the x86 build's, the arm64 and amd64 Debian
+#                  packages checked by lintian, the amd64 one installed into a clean Debian root
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +50,7 @@ api() {
 run_tier api api
 run_tier libcamera Cross/check-libcamera.sh system trixie sid
 run_tier virtual-board board/virtual/run.sh --timeout 900 -- bash board/virtual/tier.sh
+run_tier cross Cross/test-cross.sh
 
 echo "tiers: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
