@@ -24,6 +24,9 @@ for tool in lintian fakeroot; do
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# A copy: building the man page tool below may rebuild .build/release.
+cp "$bin" "$work/binary"
+bin=$work/binary
 
 # The binary, run as this machine can: natively, or through qemu with the arm64 loader found in
 # the sysroot (the binary asks for /lib/ld-linux-aarch64.so.1).
@@ -99,7 +102,8 @@ EOF
 # against the binary itself (through qemu for arm64).
 gm=$(find .build -path '*/debug/generate-manual-tool' -type f 2>/dev/null | sed -n 1p)
 if [ -z "$gm" ]; then
-	swift build --product generate-manual-tool >/dev/null 2>&1 || swift package generate-manual >/dev/null 2>&1 || true
+	# The tool is built by its plugin (which also builds the package in release mode).
+	swift package generate-manual >/dev/null 2>&1 || true
 	gm=$(find .build -path '*/debug/generate-manual-tool' -type f 2>/dev/null | sed -n 1p)
 fi
 [ -n "$gm" ] || { say "cannot build swift-argument-parser's generate-manual"; exit 1; }

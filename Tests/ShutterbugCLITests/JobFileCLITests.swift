@@ -13,11 +13,6 @@ struct JobFileCLITests {
         return dir
     }
 
-    func sqlite(_ db: String, _ sql: String) async throws -> String {
-        let r = try await runChild("/usr/bin/sqlite3", [db, sql])
-        #expect(r.status == 0, "\(r.err)")
-        return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
 
     /// An ISO time `seconds` from now, local, as a user would write it.
     func later(_ seconds: Int) -> String {

@@ -27,11 +27,6 @@ struct ServeJobsCLITests {
         try #require(try await api.call(s.base + "api/jobs/" + name).json)
     }
 
-    func sqlite(_ db: String, _ sql: String) async throws -> String {
-        let r = try await runChild("/usr/bin/sqlite3", [db, sql])
-        #expect(r.status == 0, "\(r.err)")
-        return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
 
     @Test("a job and a trigger from the configuration: the job's slots taken and downloadable, paused (its slots journalled as skipped), resumed and stopped over the API; jobs created over the API with their options checked; the trigger's captures and lags; metrics; the effective configuration; a reload (API and SIGHUP) keeps the running job running, a broken one changes nothing")
     func jobsAndTriggers() async throws {

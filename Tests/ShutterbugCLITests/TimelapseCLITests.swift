@@ -12,11 +12,6 @@ struct TimelapseCLITests {
         return (objects.filter { $0["slot"] != nil }, try #require(objects.last { $0["summary"] != nil }))
     }
 
-    func sqlite(_ db: String, _ sql: String) async throws -> String {
-        let r = try await runChild("/usr/bin/sqlite3", [db, sql])
-        #expect(r.status == 0, "\(r.err)")
-        return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
 
     @Test("a bracket per slot on a darkening scene: every slot taken on its grid instant's frame, steps within the ramp's bound, files checksummed in the journal; run again, it resumes the numbering")
     func runAndResume() async throws {

@@ -57,3 +57,16 @@ private final class LockedData: @unchecked Sendable {
     func set(_ d: Data) { lock.lock(); data = d; lock.unlock() }
     func get() -> Data { lock.lock(); defer { lock.unlock() }; return data }
 }
+
+/// SQLite's shell on a database: its output, trimmed. A failing query throws with sqlite3's
+/// message, so a test sees why.
+public func sqlite(_ db: String, _ sql: String) async throws -> String {
+    let r = try await runChild("/usr/bin/sqlite3", [db, sql])
+    guard r.status == 0 else { throw SQLiteShellError(message: "sqlite3 \(db) \"\(sql)\": \(r.err)") }
+    return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+public struct SQLiteShellError: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
