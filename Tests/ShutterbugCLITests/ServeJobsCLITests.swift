@@ -85,6 +85,8 @@ struct ServeJobsCLITests {
         #expect(outside.status == 400 && outside.text.contains("output: not an option of a job in the service"), "\(outside.text)")
         let traversal = try await api.call(s.base + "api/jobs", method: "POST", body: #"{"name": "../x", "options": {"count": 1}}"#)
         #expect(traversal.status == 400 && traversal.text.contains("name: 1 to 64 letters"), "\(traversal.text)")
+        let long = try await api.call(s.base + "api/jobs", method: "POST", body: #"{"name": "long", "options": {"count": 2, "ev": [-3, -2, -1, 0, 1, 2, 3]}}"#)
+        #expect(long.status == 400 && long.text.contains("the job's bracket has 7 steps; the service's camera takes brackets of 1 to 5"), "\(long.text)")
         let noEnd = try await api.call(s.base + "api/jobs", method: "POST", body: #"{"name": "endless"}"#)
         #expect(noEnd.status == 400 && noEnd.text.contains("--count N or --until"), "\(noEnd.text)")
         let finished = try await eventually(20) { try await job(s, "manual")["state"] as? String == "finished" }

@@ -97,10 +97,11 @@ extension CameraService {
     /// Starts a job asked for over the API.
     ///
     /// - Throws: `busy` when a job of that name is running (stop it first).
-    public func createJob(_ def: JobDefinition) throws -> JobStatus {
+    public func createJob(_ def: JobDefinition) async throws -> JobStatus {
         if let current = jobs.first(where: { $0.definition.name == def.name }), !current.status.isOver {
             throw ShutterbugError(.busy, "a job named '\(def.name)' is \(current.status.state.rawValue); stop it first or choose another name")
         }
+        try await Self.checkSteps(def.spec.biases.count, session: session, what: "the job's bracket")
         startJob(def)
         configuredJobs.remove(def.name)
         return jobs.last!.status
@@ -109,6 +110,15 @@ extension CameraService {
     public func jobStatuses() -> [JobStatus] { jobs.map(\.status) }
 
     public func job(named name: String) -> JobStatus? { jobs.first { $0.definition.name == name }?.status }
+
+    /// Refuses a bracket longer than the session prepared buffers for, before any slot or
+    /// trigger would fail on it.
+    static func checkSteps(_ steps: Int, session: CaptureSession, what: String) async throws {
+        let most = await session.maxBracketedCapturePhotoCount
+        guard steps <= most else {
+            throw ShutterbugError(.invalidArgument, "\(what) has \(steps) steps; the service's camera takes brackets of 1 to \(most)")
+        }
+    }
 
     /// No job of that name (404 over the API).
     public static let noSuchJob = ShutterbugError.Code("no such job")

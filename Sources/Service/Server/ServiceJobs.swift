@@ -167,6 +167,7 @@ extension ServiceJob {
                 throw ShutterbugError.fromErrno(-errno, while: "creating the job's folder \(dir)")
             }
             let directory = try OutputDirectory(path: dir, reserve: c.output.reserve)
+            try await CameraService.checkSteps(spec.biases.count, session: c.session, what: "the job's bracket")
             let journal = try TimelapseJournal(path: dir + "/timelapse.sqlite", job: d.name, spec: spec.journalSpec)
             let resume = try journal.resume()
             let writer = try PhotoFileWriter(directory: directory, streams: c.streams, camera: c.cameraDescription,

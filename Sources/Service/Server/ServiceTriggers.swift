@@ -102,6 +102,7 @@ public final class ServiceTrigger: Sendable {
         let d = definition
         let h: TriggerHandle
         do {
+            try await CameraService.checkSteps(d.bracket?.count ?? 1, session: service.session, what: "the trigger's bracket")
             h = try d.open(service.camera.now)
             handle.withLock { $0 = h }
             // Stopped before the source was open: close it now.
