@@ -203,9 +203,4 @@ extension OptionFile.Section {
             return p
         }
     }
-
-    /// An entry's options as its command's words, the service's own added.
-    func arguments(_ entry: OptionDocument.Entry) -> [String] {
-        entry.options.flatMap(\.arguments) + fixed(entry.name ?? "")
-    }
 }

@@ -137,8 +137,8 @@ extension CameraService {
         }
         let wall = WallClockTime(nanoseconds: camera.now.nanoseconds + TimelapseRun.wallOffset(await session.latestFrame))
         switch action {
-        case .pause: _ = job.setPaused(true, now: wall)
-        case .resume: _ = job.setPaused(false, now: wall)
+        case .pause: job.setPaused(true, now: wall)
+        case .resume: job.setPaused(false, now: wall)
         case .stop: job.stop("stopped over the API")
         }
         return job.status

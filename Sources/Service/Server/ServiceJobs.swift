@@ -104,25 +104,22 @@ public final class ServiceJob: Sendable {
     let progress: Mutex<JobStatus>
     let task = Mutex<Task<Void, Never>?>(nil)
 
-    init(_ definition: JobDefinition, paused: Bool = false) {
+    init(_ definition: JobDefinition) {
         self.definition = definition
-        progress = Mutex(JobStatus(name: definition.name, state: paused ? .paused : .starting, options: definition.arguments, folder: definition.folder))
-        control.withLock { $0.paused = paused }
+        progress = Mutex(JobStatus(name: definition.name, state: .starting, options: definition.arguments, folder: definition.folder))
     }
 
     public var status: JobStatus { progress.withLock { $0 } }
     var stopReason: String? { control.withLock { $0.stop } }
     var isPaused: Bool { control.withLock { $0.paused } }
 
-    /// Pauses or resumes; false if the job is over.
-    func setPaused(_ on: Bool, now: WallClockTime) -> Bool {
-        guard !status.isOver else { return false }
+    /// Pauses or resumes (the caller has checked that the job is not over).
+    func setPaused(_ on: Bool, now: WallClockTime) {
         control.withLock {
             if $0.paused && !on { $0.resumedAt = now }
             $0.paused = on
         }
         progress.withLock { p in if p.state == .running || p.state == .paused { p.state = on ? .paused : .running } }
-        return true
     }
 
     /// Asks the job to stop after the slot in progress.
