@@ -60,7 +60,7 @@ let package = Package(
 
         // Core: pure Swift, clocks injected. Errno (swift-system) is the typed errno at the C
         // boundary.
-        .target(name: "ShutterbugCore", dependencies: [.product(name: "SystemPackage", package: "swift-system")], path: "Sources/Core/ShutterbugCore"),
+        .target(name: "ShutterbugCore", dependencies: ["CSystemShims", .product(name: "SystemPackage", package: "swift-system")], path: "Sources/Core/ShutterbugCore"),
         .target(name: "CaptureScheduler", dependencies: ["ShutterbugCore"], path: "Sources/Core/CaptureScheduler"),
         .target(name: "Capture", dependencies: ["ShutterbugCore", "CaptureScheduler"], path: "Sources/Core/Capture"),
         .target(name: "Timelapse", dependencies: ["ShutterbugCore"], path: "Sources/Core/Timelapse"),

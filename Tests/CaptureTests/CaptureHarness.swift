@@ -7,6 +7,7 @@ import Testing
 /// A capture session on a simulated camera in virtual time.
 func simulatedSession(_ profile: SensorProfile, landing: SimulationOptions.Landing = .random, drops: Double = 0, seed: UInt64 = 1,
                       stream: StreamRequest = StreamRequest(role: .still), prepared: Int = 9, sinks: [any FrameSink] = [],
+                      executor: EventLoopExecutor? = nil,
                       configure: (inout SimulationOptions) -> Void = { _ in }) async throws -> (CaptureSession, SimulatedCamera) {
     var o = SimulationOptions()
     o.clock = .virtual
@@ -15,7 +16,7 @@ func simulatedSession(_ profile: SensorProfile, landing: SimulationOptions.Landi
     o.seed = seed
     configure(&o)
     let cam = SimulatedCamera(profile: profile, options: o)
-    let session = CaptureSession(backend: cam)
+    let session = CaptureSession(backend: cam, executor: executor)
     try await session.start(stream: stream, preparedBracketCount: prepared, sinks: sinks)
     return (session, cam)
 }

@@ -9,8 +9,9 @@ import Glibc
 /// A libcamera camera through the C bridge: the real stack on a Pi, vimc on the virtual board.
 ///
 /// Completions: libcamera's thread copies each finished request into the bridge's queue and
-/// signals an eventfd; a drain thread here waits on it (poll, no sleeping) and hands the
-/// completions to `completions`.
+/// signals an eventfd; the camera's own thread (`executor`, an `EventLoopExecutor`) waits on it
+/// (poll, no sleeping) and hands the completions to `completions`. A `CaptureSession` runs on
+/// that same thread, so a frame wakes it and nothing else, as `cam`'s event loop is woken.
 public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     // `@unchecked Sendable`: every `handle` call but next_completion (the drain path, under
     // `drainLock`) holds `control`, so `queue` from a trigger or preview thread and `stop` or
@@ -25,9 +26,8 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     private let control = Mutex(ControlState())
     /// Serialises the drain; holds the previous frame's timestamp (for `measuredFrameInterval`).
     private let drainLock = Mutex<SensorTime?>(nil)
-    /// A pipe whose write end wakes the drain thread to exit.
-    private let wakePipe: (read: Int32, write: Int32)
-    private var drainThread: OSThread?
+    /// The thread that drains completions, and runs a session's actor.
+    public let executor: EventLoopExecutor?
 
     private struct ControlState {
         var streams: [StreamConfiguration] = []
@@ -41,11 +41,10 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         self.manager = manager
         self.handle = handle
         self.info = info
-        var fds: [Int32] = [-1, -1]
-        _ = pipe(&fds)
-        wakePipe = (fds[0], fds[1])
+        let loop = EventLoopExecutor(name: "sb-camera")
+        executor = loop
         let eventFD = sbc_camera_event_fd(handle)
-        drainThread = OSThread { [self] in drainLoop(eventFD: eventFD) }
+        loop.setSource(fd: eventFD) { [weak self] in self?.completionEvent(eventFD: eventFD) }
     }
 
     deinit { release() }
@@ -220,33 +219,22 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         }
         guard first else { return }
         try? stop()
-        var one: UInt8 = 1
-        _ = write(wakePipe.write, &one, 1)
-        drainThread?.join()
-        drainThread = nil
+        // After this no drain runs: the bridge (and its eventfd) can go.
+        executor?.removeSource()
         sbc_camera_release(handle)
-        close(wakePipe.read)
-        close(wakePipe.write)
         completions.finish()
     }
 
     // MARK: Completions
 
-    private func drainLoop(eventFD: Int32) {
-        var fds = [pollfd(fd: eventFD, events: Int16(POLLIN), revents: 0), pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0)]
-        while true {
-            let n = poll(&fds, 2, -1)
-            if n < 0 { if errno == EINTR { continue } else { return } }
-            if fds[1].revents != 0 { return }
-            if fds[0].revents != 0 {
-                var count: UInt64 = 0
-                _ = read(eventFD, &count, 8)
-                drain()
-                if sbc_camera_disconnected(handle) {
-                    completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away"))
-                    return
-                }
-            }
+    /// On the executor's thread, when the bridge's eventfd is readable.
+    private func completionEvent(eventFD: Int32) {
+        var count: UInt64 = 0
+        _ = read(eventFD, &count, 8)
+        drain()
+        if sbc_camera_disconnected(handle) {
+            completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away"))
+            executor?.removeSource()
         }
     }
 

@@ -165,3 +165,16 @@ void sbshim_signal_default(int signo)
 	if (fd >= 0)
 		close(fd);
 }
+
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+
+int sbshim_eventfd(void)
+{
+	return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+int sbshim_thread_name(const char *name)
+{
+	return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}

@@ -9,6 +9,16 @@ import ShutterbugCore
 /// force), unless a photo holds its buffers. Frames are judged by their metadata only.
 public actor CaptureSession {
     public let backend: any CameraBackend
+    /// The thread the session runs on when it has one (the camera's): a completion is handled
+    /// where it is heard, with no thread woken between libcamera's and this one.
+    let eventLoop: EventLoopExecutor?
+    /// Otherwise a plain actor's executor, as if the session were one (shared: the helper
+    /// holds no state and runs nothing of its own).
+    let poolExecutor = PoolExecutorHost()
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor {
+        eventLoop?.asUnownedSerialExecutor() ?? poolExecutor.unownedExecutor
+    }
     /// The camera's timing in the configured mode (known once `start` has configured it).
     public private(set) var timing: CameraTiming
     let timingForConfiguration: @Sendable (CameraConfiguration) -> CameraTiming
@@ -87,10 +97,14 @@ public actor CaptureSession {
     ///     backend's own (`CameraBackend.timing`).
     ///   - memoryBudget: the most the buffers may take; a configuration over it is refused
     ///     before anything is allocated. Default `MemoryBudget.system()`.
+    ///   - executor: the thread the session runs on; default the camera's own
+    ///     (`CameraBackend.executor`: on libcamera, the thread that hears its completions),
+    ///     else Swift's cooperative pool.
     public init(backend: any CameraBackend, clock: (@Sendable () -> SensorTime)? = nil,
                 timing: (@Sendable (CameraConfiguration) -> CameraTiming)? = nil,
-                memoryBudget: MemoryBudget = .system()) {
+                memoryBudget: MemoryBudget = .system(), executor: EventLoopExecutor? = nil) {
         self.backend = backend
+        self.eventLoop = executor ?? backend.executor
         self.memoryBudget = memoryBudget
         self.now = clock ?? { [backend] in backend.now }
         self.timingForConfiguration = timing ?? { [backend] _ in backend.timing }
@@ -226,21 +240,32 @@ public actor CaptureSession {
         warmUpLeft = backend.framesOnTriggerOnly ? 0 : Self.warmUpFrames
         topUp()
         let completions = backend.completions
-        // A task of its own hops onto the actor per completion, so other calls (stop, capture)
-        // get their turn between frames even when completions are always ready.
-        pump = Task { [weak self] in
-            do {
-                for try await c in completions {
-                    guard let self else { return }
-                    await self.handle(c)
-                }
-            } catch {
-                await self?.fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)"))
-            }
+        if let eventLoop {
+            // A continuation resumes on its task's executor, not its actor's: preferring the
+            // camera's thread keeps each completion on it (no pool thread woken per frame).
+            pump = Task(executorPreference: eventLoop) { await self.pumpCompletions(completions) }
+        } else {
+            pump = Task { await self.pumpCompletions(completions) }
         }
         if backend.pacesByDemand && warmUpLeft > 0 {
             // The warm-up frames run, and come back, before anything else is asked for.
             await withCheckedContinuation { warmedUp = $0 }
+        }
+    }
+
+    /// Handles each completion on the session's own executor: the wait for the next one
+    /// resumes here (no hop through the global executor per frame). Holds the session until
+    /// the camera's completions end or `stop` cancels it.
+    func pumpCompletions(_ completions: CompletionQueue) async {
+        do {
+            for try await c in completions {
+                handle(c)
+                // Completions always ready (a consumer behind) would otherwise keep the actor:
+                // other calls (stop, capture) get their turn between frames.
+                if completions.pendingCount > 0 { await Task.yield() }
+            }
+        } catch {
+            fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)"))
         }
     }
 
@@ -482,3 +507,7 @@ public actor CaptureSession {
         tickCaptures(now: t)
     }
 }
+
+/// A stateless actor whose executor a `CaptureSession` without a thread of its own uses: the
+/// session then runs on the cooperative pool exactly as a plain actor would.
+final actor PoolExecutorHost {}

@@ -77,4 +77,10 @@ int sbshim_signal_pipe(int signo);
 /* Puts back the default action for `signo` and closes the pipe's write end. */
 void sbshim_signal_default(int signo);
 
+/* A non-blocking, close-on-exec eventfd (counter 0), or -1 with errno. */
+int sbshim_eventfd(void);
+
+/* Names the calling thread (15 bytes shown), as `top -H` and /proc/PID/task/TID/comm show it. */
+int sbshim_thread_name(const char *name);
+
 #endif /* SBSHIM_H */

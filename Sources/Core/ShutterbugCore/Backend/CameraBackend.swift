@@ -75,6 +75,12 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// `.cameraLost` after the last request if the camera went away.
     var completions: CompletionQueue { get }
 
+    /// The thread that pushes to `completions`, as an executor, where the camera has one the
+    /// consumer may run on (libcamera: the thread that hears its completion eventfd). A
+    /// `CaptureSession` runs its actor there, so a frame wakes no other thread; `nil` (the
+    /// default): the session runs on the cooperative pool.
+    var executor: EventLoopExecutor? { get }
+
     /// Stops streaming. Every queued request is in `completions` (cancelled if unfilled) before
     /// this returns.
     func stop() throws
@@ -89,4 +95,5 @@ extension CameraBackend {
     public var pacesByDemand: Bool { false }
     public var framesOnTriggerOnly: Bool { false }
     public func allowFrames(_ allowed: Bool) {}
+    public var executor: EventLoopExecutor? { nil }
 }

@@ -122,14 +122,22 @@ public final class CompletionQueue: AsyncSequence, Sendable {
         }
     }
 
-    private func next(deadlineToken: UInt64?) async throws -> CompletedRequest? {
+    /// Waits for the next completion on the caller's actor: the consumer is resumed onto that
+    /// actor's executor, not the global one and then the actor (a `for try await` in an actor
+    /// calls this). A session on a camera's `EventLoopExecutor` is resumed on the thread that
+    /// pushed, with no other thread woken.
+    public func next(isolation actor: isolated (any Actor)?) async throws -> CompletedRequest? {
+        try await next(deadlineToken: nil, isolation: actor)
+    }
+
+    private func next(deadlineToken: UInt64?, isolation actor: isolated (any Actor)? = #isolation) async throws -> CompletedRequest? {
         if let ready = try takeReady() { return ready }
         let token = deadlineToken ?? state.withLock { s -> UInt64 in
             s.nextToken += 1
             return s.nextToken
         }
-        return try await withTaskCancellationHandler {
-            try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<CompletedRequest?, any Error>) in
+        return try await withTaskCancellationHandler(operation: {
+            try await withUnsafeThrowingContinuation(isolation: actor) { (c: UnsafeContinuation<CompletedRequest?, any Error>) in
                 enum Outcome { case wait, item(CompletedRequest), end, fail(any Error) }
                 let outcome: Outcome = state.withLock { s in
                     if let item = s.items.popFirst() { return .item(item) }
@@ -150,9 +158,9 @@ public final class CompletionQueue: AsyncSequence, Sendable {
                 case .fail(let e): c.resume(throwing: e)
                 }
             }
-        } onCancel: {
+        }, onCancel: {
             self.resumeWaiter(token: token, throwing: CancellationError())
-        }
+        }, isolation: actor)
     }
 
     private func expire(token: UInt64, after timeout: Duration) {
@@ -174,6 +182,9 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let queue: CompletionQueue
         public mutating func next() async throws -> CompletedRequest? { try await queue.next() }
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> CompletedRequest? {
+            try await queue.next(isolation: actor)
+        }
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(queue: self) }

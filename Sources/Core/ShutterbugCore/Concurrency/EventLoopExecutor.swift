@@ -1,0 +1,242 @@
+import CSystemShims
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A serial executor on a thread of its own that also waits on one file descriptor (a camera's
+/// completion eventfd) and calls a handler when it is readable.
+///
+/// What it is for: the thread that hears a camera's completions also runs the actor that handles
+/// them. A completion then wakes one thread after libcamera's own, as `cam`'s event loop does:
+/// the handler moves the completion into the `CompletionQueue`, the waiting consumer is resumed
+/// onto this same executor (no wake, no other thread), and its job runs as soon as the handler
+/// returns. With a drain thread feeding the cooperative pool, every frame woke two threads.
+///
+/// It is both an actor's serial executor and a task executor. Both are needed: a continuation
+/// resumes its task on the task's executor (the global pool unless the task prefers one), and
+/// only then does the task hop to its actor, so a consumer on the loop whose task does not
+/// prefer it gets every completion by way of a pool thread.
+///
+/// Jobs run in the order they were enqueued, one at a time; enqueueing from another thread wakes
+/// the loop through an eventfd only when it is waiting. The thread ends when the executor is
+/// freed (an actor using it keeps it alive while it has work).
+///
+/// `@unchecked Sendable`: the loop's state is under its lock; the thread reads the source it
+/// polls under that lock too.
+public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
+    public typealias Handler = @Sendable () -> Void
+
+    private let loop: Loop
+
+    /// Starts the thread.
+    ///
+    /// - Parameter name: the thread's name (15 bytes), as `top -H` shows it.
+    public init(name: String) {
+        loop = Loop(name: name)
+        let box = Unmanaged.passRetained(loop).toOpaque()
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, &attr, { arg in
+            let loop = Unmanaged<Loop>.fromOpaque(arg!).takeRetainedValue()
+            loop.run()
+            return nil
+        }, box)
+        pthread_attr_destroy(&attr)
+        precondition(rc == 0, "pthread_create failed: \(rc)")
+        // The thread reads the executor reference it runs jobs on from the loop: set before any
+        // job can be enqueued (no one else has `self` yet).
+        loop.setExecutor(UnownedSerialExecutor(ordinary: self))
+    }
+
+    deinit { loop.shutDown() }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        loop.enqueue(UnownedJob(job))
+    }
+
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+
+    public func checkIsolated() {
+        precondition(isCurrent, "not on \(loop.name)'s thread")
+    }
+
+    /// What the loop has done so far.
+    public struct Statistics: Sendable, Hashable {
+        /// Jobs run.
+        public var jobs = 0
+        /// Jobs enqueued from another thread (each may have had to wake the loop).
+        public var jobsFromOtherThreads = 0
+        /// Times the eventfd woke the loop from its poll for a job.
+        public var wakes = 0
+        /// Times the source's handler ran.
+        public var sourceEvents = 0
+    }
+
+    public var statistics: Statistics { loop.statistics }
+
+    /// Whether the calling thread is this executor's.
+    public var isCurrent: Bool { loop.isCurrent }
+
+    /// Waits on `fd` from now on and calls `handler` on this executor's thread, between jobs,
+    /// each time it is readable (the handler must make it unreadable, as reading an eventfd
+    /// does). Replaces any source set before.
+    public func setSource(fd: Int32, handler: @escaping Handler) {
+        loop.setSource((fd, handler))
+    }
+
+    /// Stops waiting on the source. On return the handler is not running and will not run
+    /// again, so the descriptor may be closed.
+    public func removeSource() {
+        loop.setSource(nil)
+    }
+
+    /// The state the thread and the callers share.
+    private final class Loop: @unchecked Sendable {
+        let name: String
+        let lock = ConditionLock()
+        let wakeFD: Int32
+        // Under `lock`:
+        private var jobs: [UnownedJob] = []
+        private var source: (fd: Int32, handler: Handler)?
+        /// Incremented by each `setSource`; `seen` is the newest the thread has picked up,
+        /// outside its poll and the handler.
+        private var generation = 0
+        private var seen = 0
+        private var inHandler = false
+        /// The thread is in (or about to enter) poll and needs the eventfd to wake.
+        private var polling = false
+        private var woken = false
+        private var stopping = false
+        private var executor: UnownedSerialExecutor?
+        private var thread: pthread_t?
+        private var stats = Statistics()
+
+        var statistics: Statistics { lock.withLock { stats } }
+
+        init(name: String) {
+            self.name = name
+            let fd = sbshim_eventfd()
+            precondition(fd >= 0, "eventfd failed: \(errno)")
+            wakeFD = fd
+            jobs.reserveCapacity(16)
+        }
+
+        deinit { close(wakeFD) }
+
+        var isCurrent: Bool {
+            lock.withLock { thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+        }
+
+        func setExecutor(_ e: UnownedSerialExecutor) {
+            lock.withLock { executor = e }
+        }
+
+        func enqueue(_ job: UnownedJob) {
+            lock.lock()
+            jobs.append(job)
+            if !(thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false) { stats.jobsFromOtherThreads += 1 }
+            let wake = polling && !woken
+            if wake { woken = true }
+            lock.unlock()
+            if wake { signal() }
+        }
+
+        func setSource(_ s: (fd: Int32, handler: Handler)?) {
+            lock.lock()
+            source = s
+            generation += 1
+            let g = generation
+            let onThread = thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+            // On the thread itself the handler is not running (or is the caller) and the poll
+            // set is read again before the next poll.
+            if !onThread {
+                if polling && !woken {
+                    woken = true
+                    signal()
+                }
+                while inHandler || seen < g { lock.wait() }
+            }
+            lock.unlock()
+        }
+
+        func shutDown() {
+            lock.lock()
+            stopping = true
+            let wake = polling && !woken
+            if wake { woken = true }
+            lock.unlock()
+            if wake { signal() }
+        }
+
+        private func signal() {
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
+
+        func run() {
+            _ = name.withCString { sbshim_thread_name($0) }
+            var batch: [UnownedJob] = []
+            batch.reserveCapacity(16)
+            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0), pollfd(fd: -1, events: Int16(POLLIN), revents: 0)]
+            lock.lock()
+            thread = pthread_self()
+            while true {
+                seen = generation
+                lock.broadcast()
+                if !jobs.isEmpty {
+                    swap(&batch, &jobs)
+                    stats.jobs += batch.count
+                    let executor = self.executor!
+                    lock.unlock()
+                    for job in batch { job.runSynchronously(on: executor) }
+                    batch.removeAll(keepingCapacity: true)
+                    lock.lock()
+                    continue
+                }
+                if stopping { break }
+                // Nothing to run: wait for a job or the source.
+                polling = true
+                let polled = source
+                let polledGeneration = generation
+                fds[1].fd = polled?.fd ?? -1
+                fds[1].revents = 0
+                lock.unlock()
+                let n = poll(&fds, 2, -1)
+                lock.lock()
+                polling = false
+                if woken {
+                    var count: UInt64 = 0
+                    _ = read(wakeFD, &count, 8)
+                    woken = false
+                    stats.wakes += 1
+                }
+                guard n > 0, fds[1].revents != 0, let handler = polled?.handler, generation == polledGeneration else { continue }
+                if fds[1].revents & Int16(POLLNVAL) != 0 {
+                    // Closed under us (a caller's bug): stop polling it rather than spin.
+                    source = nil
+                    generation += 1
+                    continue
+                }
+                // The source is still the one polled: call it outside the lock (it may resume
+                // continuations, which enqueue here).
+                inHandler = true
+                stats.sourceEvents += 1
+                lock.unlock()
+                handler()
+                lock.lock()
+                inHandler = false
+            }
+            thread = nil
+            lock.unlock()
+        }
+    }
+}
