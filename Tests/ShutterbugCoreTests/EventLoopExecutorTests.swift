@@ -170,3 +170,118 @@ private extension String {
         return s
     }
 }
+
+@Suite("Completion queue's direct consumer on an event loop", .timeLimit(.minutes(2)))
+struct DirectConsumerTests {
+    static func request(_ cookie: UInt64, status: CompletedRequest.Status = .complete) -> CompletedRequest {
+        CompletedRequest(slot: 0, cookie: cookie, status: status, metadata: FrameMetadata(sequence: UInt32(cookie)), buffers: [])
+    }
+
+    /// What a direct consumer saw.
+    final class Seen: Sendable {
+        let events = Mutex<[String]>([])
+        let outsideJobs = Mutex(true)
+        let done = ConditionLock()
+        func add(_ e: String, _ loop: EventLoopExecutor) {
+            if !loop.isBetweenJobs { outsideJobs.withLock { $0 = false } }
+            done.withLock {
+                events.withLock { $0.append(e) }
+                done.broadcast()
+            }
+        }
+        func wait(for n: Int) -> [String] {
+            done.withLock {
+                while events.withLock({ $0.count }) < n { done.wait() }
+            }
+            return events.withLock { $0 }
+        }
+    }
+
+    static func describe(_ e: CompletionQueue.DirectEvent) -> String {
+        switch e {
+        case .completion(let c): return "\(c.cookie)"
+        case .finished(let error?): return "end: \(error.message)"
+        case .finished(nil): return "end"
+        }
+    }
+
+    @Test("pushed from the loop's source, each completion is handled right in the handler: no job, in order, outside any job")
+    func fromTheSource() async throws {
+        let loop = EventLoopExecutor(name: "test-direct")
+        let queue = CompletionQueue()
+        let seen = Seen()
+        let pipe = Pipe()
+        let next = Mutex(UInt64(0))
+        loop.setSource(fd: pipe.read) {
+            pipe.drain()
+            let n = next.withLock { $0 += 1; return $0 }
+            queue.push(Self.request(n))
+            if n == 300 { queue.finish() }
+        }
+        queue.consumeDirectly(on: loop) { e in seen.add(Self.describe(e), loop) }
+        let before = loop.statistics
+        for _ in 0..<300 {
+            // One event at a time, each after the last was handled (as a camera's frames come).
+            let k = seen.events.withLock { $0.count }
+            pipe.signal()
+            _ = seen.wait(for: k + 1)
+        }
+        let events = seen.wait(for: 301)
+        #expect(events == (1...300).map { "\($0)" } + ["end"])
+        #expect(seen.outsideJobs.withLock { $0 }, "never inside a job")
+        #expect(loop.statistics.jobs == before.jobs, "no job at all: \(before) -> \(loop.statistics)")
+        loop.removeSource()
+    }
+
+    @Test("pushed from other threads, completions and the end (with its error) reach the handler on the loop, in order")
+    func fromElsewhere() async throws {
+        let loop = EventLoopExecutor(name: "test-direct")
+        let queue = CompletionQueue()
+        let seen = Seen()
+        queue.push(Self.request(1))  // before the consumer: kept for it
+        queue.consumeDirectly(on: loop) { e in seen.add(Self.describe(e), loop) }
+        let producer = OSThread {
+            for i in 2...500 { queue.push(Self.request(UInt64(i))) }
+            queue.finish(throwing: ShutterbugError(.cameraLost, "gone"))
+        }
+        producer.join()
+        let events = seen.wait(for: 501)
+        #expect(events == (1...500).map { "\($0)" } + ["end: gone"])
+        #expect(seen.outsideJobs.withLock { $0 })
+    }
+
+    @Test("a push from inside the handler (a stop's cancelled requests) is handled after it returns, not inside it; after endDirectConsumer completions wait for the next consumer")
+    func reentrantAndEnded() async throws {
+        let loop = EventLoopExecutor(name: "test-direct")
+        let queue = CompletionQueue()
+        let seen = Seen()
+        let depth = Mutex(0)
+        let nested = Mutex(false)
+        queue.consumeDirectly(on: loop) { e in
+            if depth.withLock({ $0 += 1; return $0 }) > 1 { nested.withLock { $0 = true } }
+            if case .completion(let c) = e, c.cookie == 1 {
+                queue.push(Self.request(2, status: .cancelled))
+                queue.push(Self.request(3, status: .cancelled))
+            }
+            seen.add(Self.describe(e), loop)
+            depth.withLock { $0 -= 1 }
+        }
+        queue.push(Self.request(1))
+        #expect(seen.wait(for: 3) == ["1", "2", "3"])
+        #expect(!nested.withLock { $0 }, "the handler never ran inside itself")
+        // Ended (on the loop, as a session's stop is): what comes next is kept.
+        let ended = ConditionLock()
+        let endedFlag = Mutex(false)
+        loop.execute {
+            queue.endDirectConsumer()
+            ended.withLock {
+                endedFlag.withLock { $0 = true }
+                ended.broadcast()
+            }
+        }
+        ended.withLock { while !endedFlag.withLock({ $0 }) { ended.wait() } }
+        queue.push(Self.request(4))
+        #expect(queue.tryNext()?.cookie == 4)
+        #expect(seen.events.withLock { $0 } == ["1", "2", "3"])
+    }
+}

@@ -138,6 +138,13 @@ struct sbc_camera {
 	uint32_t apply(const sbc_controls *in, ControlList &out) const;
 };
 
+/* A metadata value as its control's type. */
+template<typename T>
+static T valueOf(const ControlValue &value, const Control<T> &)
+{
+	return value.get<T>();
+}
+
 /* Runs on libcamera's thread: copy plain data, signal, return. Nothing else. */
 void sbc_camera::requestComplete(Request *request)
 {
@@ -182,78 +189,96 @@ void sbc_camera::requestComplete(Request *request)
 	c.stream_count = n;
 	c.request_sequence = request->sequence();
 
-	const ControlList &md = request->metadata();
-	if (auto v = md.get(controls::SensorTimestamp)) {
-		c.metadata_set |= SBC_META_SENSOR_TIMESTAMP;
-		c.sensor_timestamp_ns = *v;
-	}
-	if (auto v = md.get(controls::ExposureTime)) {
-		c.metadata_set |= SBC_META_EXPOSURE_TIME;
-		c.exposure_time_us = *v;
-	}
-	if (auto v = md.get(controls::AnalogueGain)) {
-		c.metadata_set |= SBC_META_ANALOGUE_GAIN;
-		c.analogue_gain = *v;
-	}
-	if (auto v = md.get(controls::DigitalGain)) {
-		c.metadata_set |= SBC_META_DIGITAL_GAIN;
-		c.digital_gain = *v;
-	}
-	if (auto v = md.get(controls::FrameDuration)) {
-		c.metadata_set |= SBC_META_FRAME_DURATION;
-		c.frame_duration_us = *v;
-	}
-	if (auto v = md.get(controls::LensPosition)) {
-		c.metadata_set |= SBC_META_LENS_POSITION;
-		c.lens_position = *v;
-	}
-	if (auto v = md.get(controls::ColourGains)) {
-		c.metadata_set |= SBC_META_COLOUR_GAINS;
-		c.colour_gains[0] = (*v)[0];
-		c.colour_gains[1] = (*v)[1];
-	}
-	if (auto v = md.get(controls::ColourTemperature)) {
-		c.metadata_set |= SBC_META_COLOUR_TEMPERATURE;
-		c.colour_temperature = *v;
-	}
-	if (auto v = md.get(controls::Lux)) {
-		c.metadata_set |= SBC_META_LUX;
-		c.lux = *v;
-	}
-	if (auto v = md.get(controls::ColourCorrectionMatrix)) {
-		c.metadata_set |= SBC_META_COLOUR_CORRECTION_MATRIX;
-		for (size_t i = 0; i < 9 && i < v->size(); i++)
-			c.colour_correction_matrix[i] = (*v)[i];
-	}
-	if (auto v = md.get(controls::SensorBlackLevels)) {
-		c.metadata_set |= SBC_META_SENSOR_BLACK_LEVELS;
-		for (size_t i = 0; i < 4 && i < v->size(); i++)
-			c.sensor_black_levels[i] = (*v)[i];
-	}
-	if (auto v = md.get(controls::SensorTemperature)) {
-		c.metadata_set |= SBC_META_SENSOR_TEMPERATURE;
-		c.sensor_temperature = *v;
-	}
-	if (auto v = md.get(controls::FocusFoM)) {
-		c.metadata_set |= SBC_META_FOCUS_FOM;
-		c.focus_fom = *v;
-	}
-	if (auto v = md.get(controls::AfState)) {
-		c.metadata_set |= SBC_META_AF_STATE;
-		c.af_state = *v;
-	}
+	/*
+	 * One pass over what the frame reports (vimc: a couple of entries; a Pi: a few dozen)
+	 * instead of a hash lookup per control this bridge knows. The ids are each version's own
+	 * enum constants; a value is read as its control's type.
+	 */
+	for (const auto &[id, v] : request->metadata()) {
+		switch (id) {
+		case controls::SENSOR_TIMESTAMP:
+			c.metadata_set |= SBC_META_SENSOR_TIMESTAMP;
+			c.sensor_timestamp_ns = valueOf(v, controls::SensorTimestamp);
+			break;
+		case controls::EXPOSURE_TIME:
+			c.metadata_set |= SBC_META_EXPOSURE_TIME;
+			c.exposure_time_us = valueOf(v, controls::ExposureTime);
+			break;
+		case controls::ANALOGUE_GAIN:
+			c.metadata_set |= SBC_META_ANALOGUE_GAIN;
+			c.analogue_gain = valueOf(v, controls::AnalogueGain);
+			break;
+		case controls::DIGITAL_GAIN:
+			c.metadata_set |= SBC_META_DIGITAL_GAIN;
+			c.digital_gain = valueOf(v, controls::DigitalGain);
+			break;
+		case controls::FRAME_DURATION:
+			c.metadata_set |= SBC_META_FRAME_DURATION;
+			c.frame_duration_us = valueOf(v, controls::FrameDuration);
+			break;
+		case controls::LENS_POSITION:
+			c.metadata_set |= SBC_META_LENS_POSITION;
+			c.lens_position = valueOf(v, controls::LensPosition);
+			break;
+		case controls::COLOUR_GAINS: {
+			const auto g = valueOf(v, controls::ColourGains);
+			c.metadata_set |= SBC_META_COLOUR_GAINS;
+			c.colour_gains[0] = g[0];
+			c.colour_gains[1] = g[1];
+			break;
+		}
+		case controls::COLOUR_TEMPERATURE:
+			c.metadata_set |= SBC_META_COLOUR_TEMPERATURE;
+			c.colour_temperature = valueOf(v, controls::ColourTemperature);
+			break;
+		case controls::LUX:
+			c.metadata_set |= SBC_META_LUX;
+			c.lux = valueOf(v, controls::Lux);
+			break;
+		case controls::COLOUR_CORRECTION_MATRIX: {
+			const auto m = valueOf(v, controls::ColourCorrectionMatrix);
+			c.metadata_set |= SBC_META_COLOUR_CORRECTION_MATRIX;
+			for (size_t i = 0; i < 9 && i < m.size(); i++)
+				c.colour_correction_matrix[i] = m[i];
+			break;
+		}
+		case controls::SENSOR_BLACK_LEVELS: {
+			const auto b = valueOf(v, controls::SensorBlackLevels);
+			c.metadata_set |= SBC_META_SENSOR_BLACK_LEVELS;
+			for (size_t i = 0; i < 4 && i < b.size(); i++)
+				c.sensor_black_levels[i] = b[i];
+			break;
+		}
+		case controls::SENSOR_TEMPERATURE:
+			c.metadata_set |= SBC_META_SENSOR_TEMPERATURE;
+			c.sensor_temperature = valueOf(v, controls::SensorTemperature);
+			break;
+		case controls::FOCUS_FO_M:
+			c.metadata_set |= SBC_META_FOCUS_FOM;
+			c.focus_fom = valueOf(v, controls::FocusFoM);
+			break;
+		case controls::AF_STATE:
+			c.metadata_set |= SBC_META_AF_STATE;
+			c.af_state = valueOf(v, controls::AfState);
+			break;
+		default:
+			/* Controls some versions have, by the macro that says so (vendor
+			 * namespaces' enum names are not the same across versions). */
 #ifdef LIBCAMERA_HAS_LIBCAMERA_VENDOR_CONTROLS_FRAME_WALL_CLOCK
-	if (auto v = md.get(controls::FrameWallClock)) {
-		c.metadata_set |= SBC_META_FRAME_WALL_CLOCK;
-		c.frame_wall_clock_ns = *v;
-	}
+			if (id == controls::FrameWallClock.id()) {
+				c.metadata_set |= SBC_META_FRAME_WALL_CLOCK;
+				c.frame_wall_clock_ns = valueOf(v, controls::FrameWallClock);
+			}
 #endif
 #ifdef LIBCAMERA_HAS_RPI_VENDOR_CONTROLS_CONTROL_LIST_SEQUENCE
-	if (auto v = md.get(controls::rpi::ControlListSequence)) {
-		c.metadata_set |= SBC_META_CONTROL_LIST_SEQUENCE;
-		c.control_list_sequence = *v;
-	}
+			if (id == controls::rpi::ControlListSequence.id()) {
+				c.metadata_set |= SBC_META_CONTROL_LIST_SEQUENCE;
+				c.control_list_sequence = valueOf(v, controls::rpi::ControlListSequence);
+			}
 #endif
+			break;
+		}
+	}
 
 	{
 		std::lock_guard<std::mutex> guard(lock);

@@ -18,6 +18,8 @@ struct FramePrinter: Sendable {
     private var lastTimestamp: SensorTime?
 
     private var pairedRequest: UInt64?
+    /// The text line's buffer, reused frame after frame.
+    private var line = TextLine()
     /// The settings were in force from the start (no request carried them).
     private let startedWithThem: Bool
 
@@ -59,27 +61,40 @@ struct FramePrinter: Sendable {
             o.add("changed", changed)
             emit(o.text)
         } else {
-            var line = ""
-            line.reserveCapacity(160)
-            line += "#"
-            pad(String(m.sequence), 5, into: &line)
-            line += "  t="
-            line += m.sensorTimestamp?.description ?? "-"
-            line += "  exp "
-            pad(m.exposureTime.map { "\(Int($0.microsecondsValue.rounded())) µs" } ?? "-", 10, into: &line)
-            line += "  gain "
-            line += m.analogueGain.map { String(format2: $0.value) } ?? "-"
-            line += "×"
-            line += m.digitalGain.map { String(format2: $0.value) } ?? "-"
-            line += "  fd "
-            pad(m.frameDuration?.millisecondsDescription ?? "-", 10, into: &line)
-            if let l = m.lensPosition { line += "  lens "; line += String(format2: l.value); line += " dpt" }
-            if c.status != .complete { line += "  [\(c.status)]" }
-            if gap > 0 { line += "  (\(gap) dropped)" }
-            if !changed.isEmpty { line += "  changed: "; line += changed.joined(separator: ", ") }
-            if c.carriedControlsFor != nil, pairedFrame == m.sequence { line += "  <- request #\(c.request) with the new settings" }
-            if let s = syncFrame, s.sequence == m.sequence, !target.isEmpty { line += "  <- first frame carrying them" }
-            emit(line)
+            // Into a reused byte buffer: no String per frame (bench-cam.sh weighs this line
+            // against cam's).
+            var line = TextLine(capacity: 0)
+            swap(&line, &self.line)  // the buffer itself, not a copy to write into
+            line.clear()
+            line.append("#")
+            line.rightAligned(5) { $0.append(Int(m.sequence)) }
+            line.append("  t=")
+            if let t = m.sensorTimestamp { line.append(t) } else { line.append("-") }
+            line.append("  exp ")
+            line.rightAligned(10) { l in
+                if let e = m.exposureTime {
+                    l.append(Int(e.microsecondsValue.rounded()))
+                    l.append(" µs")
+                } else {
+                    l.append("-")
+                }
+            }
+            line.append("  gain ")
+            if let g = m.analogueGain { line.appendFixed2(g.value) } else { line.append("-") }
+            line.append("×")
+            if let g = m.digitalGain { line.appendFixed2(g.value) } else { line.append("-") }
+            line.append("  fd ")
+            line.rightAligned(10) { l in
+                if let f = m.frameDuration { l.appendMilliseconds(f) } else { l.append("-") }
+            }
+            if let l = m.lensPosition { line.append("  lens "); line.appendFixed2(l.value); line.append(" dpt") }
+            if c.status != .complete { line.append("  ["); line.append("\(c.status)"); line.append("]") }
+            if gap > 0 { line.append("  ("); line.append(gap); line.append(" dropped)") }
+            if !changed.isEmpty { line.append("  changed: "); line.append(changed.joined(separator: ", ")) }
+            if c.carriedControlsFor != nil, pairedFrame == m.sequence { line.append("  <- request #"); line.append(Int(c.request)); line.append(" with the new settings") }
+            if let s = syncFrame, s.sequence == m.sequence, !target.isEmpty { line.append("  <- first frame carrying them") }
+            line.write()
+            swap(&line, &self.line)
         }
         previous = m
     }
@@ -122,7 +137,8 @@ struct FramePrinter: Sendable {
     }
 
     private func changes(from a: FrameMetadata?, to b: FrameMetadata) -> [String] {
-        guard let a else { return [] }
+        // Nothing to compare (vimc reports none of these): no array.
+        guard let a, a.exposureTime != nil || a.analogueGain != nil || a.frameDuration != nil || a.lensPosition != nil || a.colourGains != nil else { return [] }
         var out: [String] = []
         if let x = a.exposureTime, let y = b.exposureTime, x != y { out.append("exposure") }
         if let x = a.analogueGain, let y = b.analogueGain, x != y { out.append("gain") }
@@ -130,13 +146,6 @@ struct FramePrinter: Sendable {
         if let x = a.lensPosition, let y = b.lensPosition, x != y { out.append("lens") }
         if let x = a.colourGains, let y = b.colourGains, x != y { out.append("colour gains") }
         return out
-    }
-
-    /// Appends `s` right-aligned in `width` columns.
-    private func pad(_ s: String, _ width: Int, into line: inout String) {
-        let n = s.count
-        if n < width { for _ in n..<width { line += " " } }
-        line += s
     }
 
     /// Writes a line to standard output through C stdio: `print` takes `Any...` and casts each

@@ -67,14 +67,15 @@ extension CaptureSession {
 
     /// Controls asked for this request or an earlier one, oldest first.
     func takeScheduledControls(upTo cookie: UInt64) -> (for: UInt64, controls: CameraControls)? {
-        guard let key = scheduledControls.keys.filter({ $0 <= cookie }).min() else { return nil }
+        // Per request: nothing to look through (and no array made) in the usual case.
+        guard !scheduledControls.isEmpty, let key = scheduledControls.keys.filter({ $0 <= cookie }).min() else { return nil }
         return (key, scheduledControls.removeValue(forKey: key)!)
     }
 
     func report(_ c: CompletedRequest) {
         guard c.status != .cancelled, !monitors.isEmpty else { return }
         let record = RequestRecord(request: c.cookie, status: c.status, metadata: c.metadata,
-                                   carriedControlsFor: carriedScheduled.removeValue(forKey: c.cookie))
+                                   carriedControlsFor: carriedScheduled.isEmpty ? nil : carriedScheduled.removeValue(forKey: c.cookie))
         for i in monitors.indices {
             monitors[i].deliver(record)
             monitors[i].remaining -= 1

@@ -70,6 +70,8 @@ public actor CaptureSession {
     var triggerWaiters: [Int: CheckedContinuation<CapturedPhoto, any Error>] = [:]
     var nextTriggerID = 0
     var pump: Task<Void, Never>?
+    /// The completions come directly on the camera's event loop (instead of to `pump`).
+    var directConsumer = false
     var observers: [AsyncStream<FrameMetadata>.Continuation] = []
     /// Monitors of completed requests, each with how many it still wants.
     var monitors: [Monitor] = []
@@ -226,7 +228,7 @@ public actor CaptureSession {
         guard slots > 0 else { throw ShutterbugError(.invalidState, "the session is not prepared: call prepare(streams:) first") }
         guard !running else { throw ShutterbugError(.invalidState, "the session is already running") }
         // One run per session: a stopped session's requests may still be coming back.
-        guard failure == nil, pump == nil else {
+        guard failure == nil, pump == nil, !directConsumer else {
             throw ShutterbugError(.invalidState, "a session runs once; this one has stopped (\(failure?.message ?? "stopped")): make a new CaptureSession")
         }
         baseline = CameraControls(aeEnabled: true, awbEnabled: true,
@@ -241,9 +243,21 @@ public actor CaptureSession {
         topUp()
         let completions = backend.completions
         if let eventLoop {
-            // A continuation resumes on its task's executor, not its actor's: preferring the
-            // camera's thread keeps each completion on it (no pool thread woken per frame).
-            pump = Task(executorPreference: eventLoop) { await self.pumpCompletions(completions) }
+            // On the camera's thread the completions come to the session directly, where the
+            // camera's event is heard, outside any of the session's jobs (so the handler is
+            // the actor's only runner, as a job would be): a frame costs no task resumption,
+            // as cam's event loop callback costs none.
+            directConsumer = true
+            completions.consumeDirectly(on: eventLoop) { [weak self] event in
+                guard let self else { return }
+                self.assumeIsolated { session in
+                    switch event {
+                    case .completion(let c): session.handle(c)
+                    case .finished(let error?): session.fail(error)
+                    case .finished(nil): break
+                    }
+                }
+            }
         } else {
             pump = Task { await self.pumpCompletions(completions) }
         }
@@ -303,6 +317,10 @@ public actor CaptureSession {
             returnSlot(r.slot)
         }
         try? backend.stop()
+        if directConsumer {
+            directConsumer = false
+            backend.completions.endDirectConsumer()
+        }
         pump?.cancel()
         ticker?.cancel()
         ticker = nil

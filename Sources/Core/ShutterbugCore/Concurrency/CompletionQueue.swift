@@ -1,7 +1,8 @@
 import Synchronization
 
 /// The completion side of a camera: producers (libcamera's drain thread, the simulated sensor)
-/// push completed requests; one consumer awaits them as an `AsyncSequence`.
+/// push completed requests; one consumer awaits them as an `AsyncSequence`, or takes them
+/// directly on an event loop (`consumeDirectly`).
 ///
 /// Pushing never blocks and, in steady state, never allocates. Waiting uses a continuation, not
 /// polling: an unsafe one, because a checked continuation allocates a canary object per wait,
@@ -23,6 +24,27 @@ public final class CompletionQueue: AsyncSequence, Sendable {
         var failure: ShutterbugError?
         /// A deadline that passed before its waiter registered (the timer can win that race).
         var expired: (token: UInt64, error: any Error)?
+        /// The direct consumer, if there is one, and its delivery's state.
+        var direct: Direct?
+        var delivering = false
+        var deliveryScheduled = false
+        var endDelivered = false
+    }
+
+    /// What a direct consumer is handed.
+    public enum DirectEvent: Sendable {
+        case completion(CompletedRequest)
+        /// The sequence ended (the camera was released), with the error if it went away.
+        case finished(ShutterbugError?)
+    }
+
+    private final class Direct: Sendable {
+        let loop: EventLoopExecutor
+        let handler: @Sendable (DirectEvent) -> Void
+        init(loop: EventLoopExecutor, handler: @escaping @Sendable (DirectEvent) -> Void) {
+            self.loop = loop
+            self.handler = handler
+        }
     }
 
     private let state = Mutex(State())
@@ -49,35 +71,127 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     }
 
     /// Whether the consumer has taken every completion and is waiting for the next.
-    public var isConsumerIdle: Bool { state.withLock { $0.items.isEmpty && $0.waiter != nil } }
+    public var isConsumerIdle: Bool {
+        state.withLock { $0.items.isEmpty && ($0.waiter != nil || ($0.direct != nil && !$0.delivering)) }
+    }
 
     /// Hands a completed request to the consumer.
     public func push(_ request: CompletedRequest) {
-        let waiter: Waiter? = state.withLock { s in
+        enum Action { case direct(DirectAction), resume(Waiter) }
+        let action: Action = state.withLock { s in
             if let w = s.waiter {
                 s.waiter = nil
-                return w
+                return .resume(w)
             }
             s.items.append(request)
-            return nil
+            return .direct(directAction(&s))
         }
-        waiter?.continuation.resume(returning: request)
+        switch action {
+        case .resume(let w): w.continuation.resume(returning: request)
+        case .direct(let a): perform(a)
+        }
+    }
+
+    private enum DirectAction { case none, deliver(Direct), schedule(Direct) }
+
+    private func perform(_ a: DirectAction) {
+        switch a {
+        case .none: break
+        case .deliver(let d): deliver(d)
+        case .schedule(let d): d.loop.execute { [self] in deliverScheduled() }
+        }
+    }
+
+    // MARK: The direct consumer
+
+    /// Hands every completion (and the end) to `handler` on `loop`'s thread, outside its jobs,
+    /// in order, instead of to an awaiting consumer: a push from the loop's source handler (the
+    /// camera's completion event) calls it right there, so a frame costs no task resumption
+    /// and no job; a push from anywhere else is delivered by a closure on the loop. The handler
+    /// may act as an actor on `loop` (`assumeIsolated`): it never runs inside one of its jobs.
+    ///
+    /// One consumer at a time: not while a task awaits `next()`.
+    public func consumeDirectly(on loop: EventLoopExecutor, _ handler: @escaping @Sendable (DirectEvent) -> Void) {
+        let d = Direct(loop: loop, handler: handler)
+        let scheduled: Bool = state.withLock { s in
+            precondition(s.waiter == nil && s.direct == nil, "CompletionQueue has one consumer at a time")
+            s.direct = d
+            s.endDelivered = false
+            guard !s.items.isEmpty || s.finished, !s.deliveryScheduled else { return false }
+            s.deliveryScheduled = true
+            return true
+        }
+        if scheduled { loop.execute { [self] in deliverScheduled() } }
+    }
+
+    /// Stops handing completions to the direct consumer; they are kept for the next consumer.
+    /// Called on the loop (the consumer's own actor), no delivery runs after it returns.
+    public func endDirectConsumer() {
+        state.withLock { $0.direct = nil }
+    }
+
+    /// With `s` locked, after an item or the end was added: deliver now (the push is on the
+    /// loop, outside its jobs), schedule a delivery on the loop, or nothing (one is under way).
+    private func directAction(_ s: inout State) -> DirectAction {
+        guard let d = s.direct, !s.delivering else { return .none }
+        if d.loop.isBetweenJobs {
+            s.delivering = true
+            return .deliver(d)
+        }
+        guard !s.deliveryScheduled else { return .none }
+        s.deliveryScheduled = true
+        return .schedule(d)
+    }
+
+    private func deliverScheduled() {
+        let d: Direct? = state.withLock { s in
+            s.deliveryScheduled = false
+            guard let d = s.direct, !s.delivering else { return nil }
+            s.delivering = true
+            return d
+        }
+        if let d { deliver(d) }
+    }
+
+    /// Hands over everything waiting, in order, then the end if the sequence has ended; pushes
+    /// made meanwhile (from the handler itself, such as a stop's cancelled requests) are taken
+    /// by this same loop. `delivering` is set by the caller.
+    private func deliver(_ d: Direct) {
+        while true {
+            let event: DirectEvent? = state.withLock { s in
+                guard s.direct === d else {
+                    s.delivering = false
+                    return nil
+                }
+                if let item = s.items.popFirst() { return .completion(item) }
+                if s.finished, !s.endDelivered {
+                    s.endDelivered = true
+                    return .finished(s.failure)
+                }
+                s.delivering = false
+                return nil
+            }
+            guard let event else { break }
+            d.handler(event)
+        }
+        consumerIdle.withLock { $0 }?.call()
     }
 
     /// Ends the sequence after the requests already pushed; with `error`, the consumer gets it
     /// after the last request.
     public func finish(throwing error: ShutterbugError? = nil) {
-        let waiter: Waiter? = state.withLock { s in
-            guard !s.finished else { return nil }
+        let (waiter, direct): (Waiter?, DirectAction) = state.withLock { s in
+            guard !s.finished else { return (nil, .none) }
             s.finished = true
             s.failure = error
             let w = s.waiter
             s.waiter = nil
-            return w
+            return (w, directAction(&s))
         }
         if let waiter {
             if let error { waiter.continuation.resume(throwing: error) } else { waiter.continuation.resume(returning: nil) }
         }
+        perform(direct)
     }
 
     /// How many completions wait to be read.
@@ -147,7 +261,7 @@ public final class CompletionQueue: AsyncSequence, Sendable {
                         s.expired = nil
                         return .fail(e.error)
                     }
-                    precondition(s.waiter == nil, "CompletionQueue has one consumer at a time")
+                    precondition(s.waiter == nil && s.direct == nil, "CompletionQueue has one consumer at a time")
                     s.waiter = Waiter(token: token, continuation: c)
                     return .wait
                 }

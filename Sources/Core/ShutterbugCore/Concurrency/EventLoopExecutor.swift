@@ -54,7 +54,13 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
     deinit { loop.shutDown() }
 
     public func enqueue(_ job: consuming ExecutorJob) {
-        loop.enqueue(UnownedJob(job))
+        loop.enqueue(.job(UnownedJob(job)))
+    }
+
+    /// Runs `work` on the loop's thread, in order with the jobs, outside any job: like the
+    /// source's handler, it may act as an actor on this executor (`assumeIsolated`).
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        loop.enqueue(.closure(work))
     }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -86,6 +92,11 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
     /// Whether the calling thread is this executor's.
     public var isCurrent: Bool { loop.isCurrent }
 
+    /// On the loop's thread and outside any job: in the source's handler or an `execute`
+    /// closure. Nothing of an actor on this executor is running, so code here may act as it
+    /// (`assumeIsolated`) without interleaving with one of its calls; inside a job it would.
+    public var isBetweenJobs: Bool { loop.isBetweenJobs }
+
     /// Waits on `fd` from now on and calls `handler` on this executor's thread, between jobs,
     /// each time it is readable (the handler must make it unreadable, as reading an eventfd
     /// does). Replaces any source set before.
@@ -104,8 +115,12 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
         let name: String
         let lock = ConditionLock()
         let wakeFD: Int32
+        enum Work {
+            case job(UnownedJob)
+            case closure(@Sendable () -> Void)
+        }
         // Under `lock`:
-        private var jobs: [UnownedJob] = []
+        private var jobs: [Work] = []
         private var source: (fd: Int32, handler: Handler)?
         /// Incremented by each `setSource`; `seen` is the newest the thread has picked up,
         /// outside its poll and the handler.
@@ -119,6 +134,8 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
         private var executor: UnownedSerialExecutor?
         private var thread: pthread_t?
         private var stats = Statistics()
+        /// Read and written by the loop's thread only.
+        private var runningJob = false
 
         var statistics: Statistics { lock.withLock { stats } }
 
@@ -140,7 +157,9 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
             lock.withLock { executor = e }
         }
 
-        func enqueue(_ job: UnownedJob) {
+        var isBetweenJobs: Bool { isCurrent && !runningJob }
+
+        func enqueue(_ job: Work) {
             lock.lock()
             jobs.append(job)
             if !(thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false) { stats.jobsFromOtherThreads += 1 }
@@ -184,7 +203,7 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
 
         func run() {
             _ = name.withCString { sbshim_thread_name($0) }
-            var batch: [UnownedJob] = []
+            var batch: [Work] = []
             batch.reserveCapacity(16)
             var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0), pollfd(fd: -1, events: Int16(POLLIN), revents: 0)]
             lock.lock()
@@ -197,7 +216,16 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
                     stats.jobs += batch.count
                     let executor = self.executor!
                     lock.unlock()
-                    for job in batch { job.runSynchronously(on: executor) }
+                    for work in batch {
+                        switch work {
+                        case .job(let job):
+                            runningJob = true
+                            job.runSynchronously(on: executor)
+                            runningJob = false
+                        case .closure(let f):
+                            f()
+                        }
+                    }
                     batch.removeAll(keepingCapacity: true)
                     lock.lock()
                     continue

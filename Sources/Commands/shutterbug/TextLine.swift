@@ -1,0 +1,91 @@
+import CSystemShims
+import ShutterbugCore
+
+/// A line of ASCII built in a reused byte buffer: a per-frame line costs no String, no
+/// allocation and no grapheme counting (on a small board, building the line with String cost
+/// more than the rest of the frame's handling).
+struct TextLine {
+    private(set) var bytes: [UInt8] = []
+
+    init(capacity: Int = 256) { if capacity > 0 { bytes.reserveCapacity(capacity) } }
+
+    mutating func clear() { bytes.removeAll(keepingCapacity: true) }
+
+    mutating func append(_ s: StaticString) {
+        s.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    /// Any text (the rare parts of a line: a status, a list of changes).
+    mutating func append(_ s: String) {
+        bytes.append(contentsOf: s.utf8)
+    }
+
+    /// A decimal integer.
+    mutating func append(_ v: Int) {
+        if v < 0 { bytes.append(UInt8(ascii: "-")) }
+        var m = v.magnitude
+        let start = bytes.count
+        repeat {
+            bytes.append(UInt8(48 + m % 10))
+            m /= 10
+        } while m > 0
+        bytes[start...].reverse()
+    }
+
+    /// `v` with two decimals, as `String(format2:)` writes it.
+    mutating func appendFixed2(_ v: Double) {
+        guard v.isFinite, abs(v) < 1e15 else {
+            append(String(format2: v))
+            return
+        }
+        let scaled = Int64((v * 100).rounded())
+        if scaled < 0 { bytes.append(UInt8(ascii: "-")) }
+        let magnitude = Int(scaled.magnitude)
+        append(magnitude / 100)
+        bytes.append(UInt8(ascii: "."))
+        bytes.append(UInt8(48 + magnitude / 10 % 10))
+        bytes.append(UInt8(48 + magnitude % 10))
+    }
+
+    /// Seconds with nine decimals, as `SensorTime.description` writes them.
+    mutating func append(_ t: SensorTime) {
+        let ns = t.nanoseconds
+        if ns < 0, ns > -1_000_000_000 { bytes.append(UInt8(ascii: "-")) }
+        append(Int(ns / 1_000_000_000))
+        bytes.append(UInt8(ascii: "."))
+        var frac = (ns % 1_000_000_000).magnitude
+        let start = bytes.count
+        for _ in 0..<9 {
+            bytes.append(UInt8(48 + frac % 10))
+            frac /= 10
+        }
+        bytes[start...].reverse()
+    }
+
+    /// A duration as `Duration.millisecondsDescription` writes it ("33.33 ms", "1.50 s").
+    mutating func appendMilliseconds(_ d: Duration) {
+        let s = d.secondsValue
+        if s < 1 {
+            appendFixed2(s * 1000)
+            append(" ms")
+        } else {
+            appendFixed2(s)
+            append(" s")
+        }
+    }
+
+    /// Runs `body`, then right-aligns what it appended in `width` columns (a column per
+    /// character: UTF-8 continuation bytes are not counted).
+    mutating func rightAligned(_ width: Int, _ body: (inout TextLine) -> Void) {
+        let start = bytes.count
+        body(&self)
+        var n = 0
+        for b in bytes[start...] where b & 0xC0 != 0x80 { n += 1 }
+        if n < width { bytes.insert(contentsOf: repeatElement(UInt8(ascii: " "), count: width - n), at: start) }
+    }
+
+    /// Writes the line and a newline to standard output through C stdio.
+    func write() {
+        _ = bytes.withUnsafeBufferPointer { sbshim_stdout_bytes($0.baseAddress, $0.count) }
+    }
+}
