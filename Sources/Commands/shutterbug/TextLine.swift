@@ -6,6 +6,8 @@ import ShutterbugCore
 /// more than the rest of the frame's handling).
 struct TextLine {
     private(set) var bytes: [UInt8] = []
+    /// A field's buffer while it is being right-aligned, reused.
+    private var field: [UInt8] = []
 
     init(capacity: Int = 256) { if capacity > 0 { bytes.reserveCapacity(capacity) } }
 
@@ -29,7 +31,17 @@ struct TextLine {
             bytes.append(UInt8(48 + m % 10))
             m /= 10
         } while m > 0
-        bytes[start...].reverse()
+        reverse(from: start)
+    }
+
+    /// Reverses the bytes from `start` to the end, in place (a slice's `reverse()` copied).
+    private mutating func reverse(from start: Int) {
+        var i = start, j = bytes.count - 1
+        while i < j {
+            bytes.swapAt(i, j)
+            i += 1
+            j -= 1
+        }
     }
 
     /// `v` with two decimals, as `String(format2:)` writes it.
@@ -59,7 +71,7 @@ struct TextLine {
             bytes.append(UInt8(48 + frac % 10))
             frac /= 10
         }
-        bytes[start...].reverse()
+        reverse(from: start)
     }
 
     /// A duration as `Duration.millisecondsDescription` writes it ("33.33 ms", "1.50 s").
@@ -74,14 +86,18 @@ struct TextLine {
         }
     }
 
-    /// Runs `body`, then right-aligns what it appended in `width` columns (a column per
-    /// character: UTF-8 continuation bytes are not counted).
+    /// Runs `body` on a field of its own, then appends it right-aligned in `width` columns (a
+    /// column per character: UTF-8 continuation bytes are not counted).
     mutating func rightAligned(_ width: Int, _ body: (inout TextLine) -> Void) {
-        let start = bytes.count
-        body(&self)
+        var field = TextLine(capacity: 0)
+        swap(&field.bytes, &self.field)  // the reused buffer, not a new one
+        field.clear()
+        body(&field)
         var n = 0
-        for b in bytes[start...] where b & 0xC0 != 0x80 { n += 1 }
-        if n < width { bytes.insert(contentsOf: repeatElement(UInt8(ascii: " "), count: width - n), at: start) }
+        for b in field.bytes where b & 0xC0 != 0x80 { n += 1 }
+        for _ in n..<max(n, width) { bytes.append(UInt8(ascii: " ")) }
+        bytes.append(contentsOf: field.bytes)
+        swap(&field.bytes, &self.field)
     }
 
     /// Writes the line and a newline to standard output through C stdio.

@@ -72,6 +72,9 @@ public actor CaptureSession {
     var pump: Task<Void, Never>?
     /// The completions come directly on the camera's event loop (instead of to `pump`).
     var directConsumer = false
+    /// The backend's constant properties, read once (not per frame through the existential).
+    let framesOnTriggerOnly: Bool
+    let pacesByDemand: Bool
     var observers: [AsyncStream<FrameMetadata>.Continuation] = []
     /// Monitors of completed requests, each with how many it still wants.
     var monitors: [Monitor] = []
@@ -107,6 +110,8 @@ public actor CaptureSession {
                 memoryBudget: MemoryBudget = .system(), executor: EventLoopExecutor? = nil) {
         self.backend = backend
         self.eventLoop = executor ?? backend.executor
+        self.framesOnTriggerOnly = backend.framesOnTriggerOnly
+        self.pacesByDemand = backend.pacesByDemand
         self.memoryBudget = memoryBudget
         self.now = clock ?? { [backend] in backend.now }
         self.timingForConfiguration = timing ?? { [backend] _ in backend.timing }
@@ -239,7 +244,7 @@ public actor CaptureSession {
         running = true
         ledger = SlotLedger(slots: slots, depth: Self.pipelineDepth)
         // A triggered sensor makes frames only when pulsed: there is nothing to warm up on.
-        warmUpLeft = backend.framesOnTriggerOnly ? 0 : Self.warmUpFrames
+        warmUpLeft = framesOnTriggerOnly ? 0 : Self.warmUpFrames
         topUp()
         let completions = backend.completions
         if let eventLoop {
@@ -261,7 +266,7 @@ public actor CaptureSession {
         } else {
             pump = Task { await self.pumpCompletions(completions) }
         }
-        if backend.pacesByDemand && warmUpLeft > 0 {
+        if pacesByDemand && warmUpLeft > 0 {
             // The warm-up frames run, and come back, before anything else is asked for.
             await withCheckedContinuation { warmedUp = $0 }
         }
@@ -401,7 +406,7 @@ public actor CaptureSession {
         }
         report(c)
         if !locks.isEmpty { perform(locks.complete(cookie: c.cookie, status: c.status, metadata: m, now: now(), timing: timing)) }
-        if let w = triggers.complete(status: c.status, metadata: m), let cont = triggerWaiters.removeValue(forKey: w.id) {
+        if !triggers.isEmpty, let w = triggers.complete(status: c.status, metadata: m), let cont = triggerWaiters.removeValue(forKey: w.id) {
             let slot = c.slot
             cont.resume(returning: CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(w.instant)", planned: StepTarget(), actual: m),
                                                  metadata: m, buffers: c.buffers) { [weak self] in Task { await self?.returnSlot(slot) } })
@@ -414,12 +419,12 @@ public actor CaptureSession {
         // A triggered sensor's newest frame waits for a capture registered late; the one it
         // replaces goes back.
         var retainedNow = false
-        if backend.framesOnTriggerOnly, c.status == .complete, holders == 0 {
+        if framesOnTriggerOnly, c.status == .complete, holders == 0 {
             holders = 1
             retainedNow = true
         }
         ledger.completed(c.slot, holders: holders)
-        if backend.framesOnTriggerOnly, c.status == .complete {
+        if framesOnTriggerOnly, c.status == .complete {
             if let old = retained { returnSlot(old.slot) }
             retained = retainedNow ? c : nil
         }
@@ -441,7 +446,7 @@ public actor CaptureSession {
         while running, failure == nil, let slot = ledger.nextToQueue() {
             requeue(slot)
         }
-        if backend.pacesByDemand { backend.allowFrames(hasDemand) }
+        if pacesByDemand { backend.allowFrames(hasDemand) }
     }
 
     var hasDemand: Bool {

@@ -77,11 +77,17 @@ public final class CompletionQueue: AsyncSequence, Sendable {
 
     /// Hands a completed request to the consumer.
     public func push(_ request: CompletedRequest) {
-        enum Action { case direct(DirectAction), resume(Waiter) }
+        enum Action { case direct(DirectAction), resume(Waiter), handOver(Direct) }
         let action: Action = state.withLock { s in
             if let w = s.waiter {
                 s.waiter = nil
                 return .resume(w)
+            }
+            // The usual frame: from the loop's source, nothing waiting before it. Straight to
+            // the handler, not through the ring.
+            if s.items.isEmpty, let d = s.direct, !s.delivering, d.loop.isBetweenJobs {
+                s.delivering = true
+                return .handOver(d)
             }
             s.items.append(request)
             return .direct(directAction(&s))
@@ -89,6 +95,9 @@ public final class CompletionQueue: AsyncSequence, Sendable {
         switch action {
         case .resume(let w): w.continuation.resume(returning: request)
         case .direct(let a): perform(a)
+        case .handOver(let d):
+            d.handler(.completion(request))
+            deliver(d)  // what the handler pushed meanwhile, and the end; then idle
         }
     }
 
