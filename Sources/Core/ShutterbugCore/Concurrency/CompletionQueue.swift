@@ -1,6 +1,6 @@
 import Synchronization
 
-/// The completion side of a camera: producers (libcamera's drain thread, the simulated sensor)
+/// The completion side of a camera: producers (libcamera's event loop, the simulated sensor)
 /// push completed requests; one consumer awaits them as an `AsyncSequence`, or takes them
 /// directly on an event loop (`consumeDirectly`).
 ///

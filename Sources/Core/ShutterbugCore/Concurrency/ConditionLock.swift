@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// A mutex with a condition variable whose timed waits run on the monotonic clock, for the
-/// threads that own blocking work (the simulated sensor, libcamera's completion drain).
+/// threads that own blocking work (the simulated sensor, the event loop executor).
 ///
 /// `@unchecked Sendable`: the pthread objects are the synchronisation; they live at stable heap
 /// addresses for the object's life.
