@@ -272,9 +272,10 @@ public actor CaptureSession {
         }
     }
 
-    /// Handles each completion on the session's own executor: the wait for the next one
-    /// resumes here (no hop through the global executor per frame). Holds the session until
-    /// the camera's completions end or `stop` cancels it.
+    /// Handles each completion, for a camera without an event loop (the simulated one): a
+    /// loop inside the actor, so a frame costs one task resumption and no hop onto the actor
+    /// from a task of its own. Holds the session until the camera's completions end or `stop`
+    /// cancels it.
     func pumpCompletions(_ completions: CompletionQueue) async {
         do {
             for try await c in completions {
