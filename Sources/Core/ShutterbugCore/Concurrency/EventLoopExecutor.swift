@@ -77,9 +77,9 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
 
     /// What the loop has done so far.
     public struct Statistics: Sendable, Hashable {
-        /// Jobs run.
+        /// Jobs and `execute` closures run.
         public var jobs = 0
-        /// Jobs enqueued from another thread (each may have had to wake the loop).
+        /// Jobs and closures enqueued from another thread (each may have had to wake the loop).
         public var jobsFromOtherThreads = 0
         /// Times the eventfd woke the loop from its poll for a job.
         public var wakes = 0
@@ -150,7 +150,7 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
         deinit { close(wakeFD) }
 
         var isCurrent: Bool {
-            lock.withLock { thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+            lock.withLock { onLoopThread }
         }
 
         func setExecutor(_ e: UnownedSerialExecutor) {
@@ -159,10 +159,13 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
 
         var isBetweenJobs: Bool { isCurrent && !runningJob }
 
+        /// Whether the caller is the loop's thread; `lock` held.
+        private var onLoopThread: Bool { thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+
         func enqueue(_ job: Work) {
             lock.lock()
             jobs.append(job)
-            if !(thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false) { stats.jobsFromOtherThreads += 1 }
+            if !onLoopThread { stats.jobsFromOtherThreads += 1 }
             let wake = polling && !woken
             if wake { woken = true }
             lock.unlock()
@@ -174,7 +177,7 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
             source = s
             generation += 1
             let g = generation
-            let onThread = thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+            let onThread = onLoopThread
             // On the thread itself the handler is not running (or is the caller) and the poll
             // set is read again before the next poll.
             if !onThread {
