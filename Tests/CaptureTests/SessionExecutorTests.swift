@@ -1,8 +1,9 @@
-import Capture
+@testable import Capture
 import CaptureScheduler
 import ShutterbugCore
 import SimulatedCamera
 import Synchronization
+import Glibc
 import Testing
 
 /// A sink that notes whether each frame was offered on a given event loop's thread.
@@ -53,6 +54,44 @@ struct SessionExecutorTests {
         let frameStats = await session.statistics
         let frames = frameStats.frames + frameStats.startup
         #expect(stats.jobs <= frames + 20, "\(stats) for \(frames) frames")
+        await session.stop()
+    }
+
+    /// A session starved of CPU (other work on a busy two-core board) falls behind its camera:
+    /// the frames it has not handled yet are progress, not a stall. The loop is held by a job
+    /// while the camera delivers a frame and the session's clock jumps 10 s (far past the 2 s
+    /// stall limit); a tick then, with the frame still waiting, must not fail the bracket.
+    @Test("a session behind its camera (completions waiting, the clock far on) is not judged stalled; the bracket completes")
+    func behindIsNotStalled() async throws {
+        final class Offset: Sendable { let ns = Atomic<Int64>(0) }
+        let offset = Offset()
+        let loop = EventLoopExecutor(name: "test-starved")
+        // Real time: the sensor keeps its clock and takes the requests it holds while the
+        // session is held (virtual time would wait for the session).
+        var o = SimulationOptions()
+        o.clock = .realTime
+        o.landing = .early
+        let cam = SimulatedCamera(profile: .imx219, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam, clock: { [cam] in cam.now + .nanoseconds(offset.ns.load(ordering: .relaxed)) }, executor: loop)
+        try await session.start(stream: StreamRequest(role: .viewfinder, width: 640, height: 480), preparedBracketCount: 3)
+        let steps: [(duration: Duration, gain: Gain)] = [(.microseconds(1000), Gain(1)), (.microseconds(4000), Gain(1)), (.microseconds(8000), Gain(2))]
+        let events = await session.capture(PhotoSettings(bracket: .manualExposure(steps)))
+        let judged = Atomic<Int>(-1)  // what the queue held when the tick ran
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            loop.execute {
+                // The camera runs on; its next frame waits behind this job.
+                var polls = 0
+                while cam.completions.pendingCount == 0, polls < 10_000 { usleep(1000); polls += 1 }
+                judged.store(cam.completions.pendingCount, ordering: .relaxed)
+                offset.ns.store(10_000_000_000, ordering: .relaxed)
+                session.assumeIsolated { $0.tick() }
+                done.resume()
+            }
+        }
+        #expect(judged.load(ordering: .relaxed) > 0, "the camera delivered a frame while the loop was held")
+        let r = try await record(events)
+        expectOrder(r, steps: steps.count)
         await session.stop()
     }
 }

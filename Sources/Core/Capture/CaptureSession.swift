@@ -522,7 +522,12 @@ public actor CaptureSession {
     }
 
     /// Lets the state machines see time pass: stalled locks, triggers and captures fail.
+    ///
+    /// A stall is the camera's, never ours: while completions the camera has delivered wait to
+    /// be handled (the session starved of CPU, behind its camera), time is not judged; the
+    /// frames in the backlog are the progress, and the next tick after them judges again.
     func tick() {
+        guard backend.completions.isConsumerIdle else { return }
         let t = now()
         if !locks.isEmpty { perform(locks.tick(now: t)) }
         for w in triggers.tick(now: t) {
