@@ -145,6 +145,16 @@ for target in package.targets where [.regular, .executable].contains(target.type
     target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
 }
 
+// The modules a frame passes through on its way from the camera back into the next request
+// keep Swift's compile-time exclusivity checks but not the run-time ones in release builds: a
+// check per access to a class's or actor's stored property (the session's ledger, monitors and
+// rings, the queue's state) was a tenth of the per-frame work on the emulated board
+// (`swift_beginAccess` and its thread-local lookup, perf). Debug builds, which every test tier
+// runs, keep checking at run time.
+for target in package.targets where ["ShutterbugCore", "CaptureScheduler", "Capture", "LibcameraBackend", "shutterbug"].contains(target.name) {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+}
+
 // The simulated camera's pixels (the scene renderer, the ISP) are optimised in debug builds too:
 // at -Onone a 12 MP frame takes seconds, which made the tests that look at pixels, and the
 // preview on the emulated board, wait on the renderer rather than on what they test.

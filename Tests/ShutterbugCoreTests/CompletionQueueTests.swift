@@ -48,6 +48,23 @@ struct CompletionQueueTests {
         #expect(r.isEmpty)
     }
 
+    @Test("a window of the newest: append(keepingAtMost:) drops the oldest, in order, at every limit and after pops")
+    func window() {
+        for limit in 1...4 {
+            var r = Ring<Int>(capacity: 4)
+            var model: [Int] = []
+            for i in 0..<23 {
+                r.append(i, keepingAtMost: limit)
+                model.append(i)
+                if model.count > limit { model.removeFirst() }
+                if i % 7 == 6 { #expect(r.popFirst() == model.removeFirst()) }
+                #expect(r.count == model.count && r.last == model.last && r.first == model.first, "limit \(limit) after \(i)")
+            }
+            #expect(r.capacity == 4, "never grows")
+            #expect(r.removeAll() == model)
+        }
+    }
+
     @Test("completions arrive in push order, from another thread, to an awaiting consumer")
     func order() async throws {
         let q = CompletionQueue()

@@ -185,11 +185,17 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
 
     @discardableResult
     public func queue(slot: Int, cookie: UInt64, controls: CameraControls) throws -> ControlSet {
-        var c = sbc_controls(controls)
         var unsupported: UInt32 = 0
         // Under `control`: the bridge's `running` flag and libcamera's queueRequest must not
         // race a stop on another thread.
-        let rc = control.withLock { _ in sbc_camera_queue(handle, UInt32(slot), cookie, &c, &unsupported) }
+        let rc: Int32
+        if controls.set.isEmpty {
+            // The usual request: nothing to convert, nothing for the bridge to look up.
+            rc = control.withLock { _ in sbc_camera_queue(handle, UInt32(slot), cookie, nil, &unsupported) }
+        } else {
+            var c = sbc_controls(controls)
+            rc = control.withLock { _ in sbc_camera_queue(handle, UInt32(slot), cookie, &c, &unsupported) }
+        }
         switch rc {
         case 0: return ControlSet(rawValue: unsupported)
         case -16: throw ShutterbugError(.busy, "request slot \(slot) is already queued", errno: 16)

@@ -406,7 +406,7 @@ void sbc_camera::freeBuffers()
  */
 uint32_t sbc_camera::apply(const sbc_controls *in, ControlList &out) const
 {
-	if (!in)
+	if (!in || !in->set)
 		return 0;
 
 	const ControlInfoMap &info = camera->controls();

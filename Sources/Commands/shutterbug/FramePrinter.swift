@@ -7,7 +7,25 @@ import ShutterbugCore
 struct FramePrinter: Sendable {
     let json: Bool
     let tolerance: Duration
-    private var previous: FrameMetadata?
+    /// What the previous frame's line is compared with (not the whole metadata: a copy of a
+    /// few hundred bytes per frame).
+    private struct Compared: Sendable {
+        var sequence: UInt32
+        var exposureTime: Duration?
+        var analogueGain: Gain?
+        var frameDuration: Duration?
+        var lensPosition: Dioptres?
+        var colourGains: ColourGains?
+        init(_ m: FrameMetadata) {
+            sequence = m.sequence
+            exposureTime = m.exposureTime
+            analogueGain = m.analogueGain
+            frameDuration = m.frameDuration
+            lensPosition = m.lensPosition
+            colourGains = m.colourGains
+        }
+    }
+    private var previous: Compared?
     private var frames = 0
     private var dropped = 0
     private var errors = 0
@@ -96,7 +114,7 @@ struct FramePrinter: Sendable {
             line.write()
             swap(&line, &self.line)
         }
-        previous = m
+        previous = Compared(m)
     }
 
     func summary(camera: String, unsupported: ControlSet, target: ManualSettings, mode: SensorModeReport? = nil, bufferBytes: Int? = nil) {
@@ -136,7 +154,7 @@ struct FramePrinter: Sendable {
         }
     }
 
-    private func changes(from a: FrameMetadata?, to b: FrameMetadata) -> [String] {
+    private func changes(from a: Compared?, to b: FrameMetadata) -> [String] {
         // Nothing to compare (vimc reports none of these): no array.
         guard let a, a.exposureTime != nil || a.analogueGain != nil || a.frameDuration != nil || a.lensPosition != nil || a.colourGains != nil else { return [] }
         var out: [String] = []

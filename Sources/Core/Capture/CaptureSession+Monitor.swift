@@ -76,12 +76,19 @@ extension CaptureSession {
         guard c.status != .cancelled, !monitors.isEmpty else { return }
         let record = RequestRecord(request: c.cookie, status: c.status, metadata: c.metadata,
                                    carriedControlsFor: carriedScheduled.isEmpty ? nil : carriedScheduled.removeValue(forKey: c.cookie))
-        for i in monitors.indices {
-            monitors[i].deliver(record)
-            monitors[i].remaining -= 1
-            if monitors[i].remaining == 0 { monitors[i].finish() }
+        var ended = false
+        // In place: no copy of each monitor (and its closure) per frame.
+        monitors.withUnsafeMutableBufferPointer { all in
+            for i in all.indices {
+                all[i].deliver(record)
+                all[i].remaining -= 1
+                if all[i].remaining == 0 {
+                    all[i].finish()
+                    ended = true
+                }
+            }
         }
-        monitors.removeAll { $0.remaining == 0 }
+        if ended { monitors.removeAll { $0.remaining == 0 } }
     }
 
     func endMonitors() {

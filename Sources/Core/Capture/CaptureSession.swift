@@ -253,22 +253,31 @@ public actor CaptureSession {
             // the actor's only runner, as a job would be): a frame costs no task resumption,
             // as cam's event loop callback costs none.
             directConsumer = true
-            completions.consumeDirectly(on: eventLoop) { [weak self] event in
-                guard let self else { return }
-                self.assumeIsolated { session in
-                    switch event {
-                    case .completion(let c): session.handle(c)
-                    case .finished(let error?): session.fail(error)
-                    case .finished(nil): break
-                    }
-                }
-            }
+            completions.consumeDirectly(on: eventLoop, completion: { [weak self] c in
+                self?.betweenJobs { $0.handle(c) }
+            }, end: { [weak self] error in
+                guard let error else { return }
+                self?.betweenJobs { $0.fail(error) }
+            })
         } else {
             pump = Task { await self.pumpCompletions(completions) }
         }
         if pacesByDemand && warmUpLeft > 0 {
             // The warm-up frames run, and come back, before anything else is asked for.
             await withCheckedContinuation { warmedUp = $0 }
+        }
+    }
+
+    /// Runs `body` as the actor from the direct consumer, which calls only on the event loop's
+    /// thread and between its jobs (`EventLoopExecutor.isBetweenJobs`, checked by the queue
+    /// before it hands a completion over): no job of this actor is running, so the thread may
+    /// act as it. `assumeIsolated` without its run-time check of the executor, which cost a
+    /// frame more than the rest of the hand-over on a small board; debug builds still check.
+    nonisolated func betweenJobs(_ body: (isolated CaptureSession) -> Void) {
+        assert(eventLoop?.isBetweenJobs == true, "a direct completion off the loop or inside a job")
+        typealias Unchecked = (CaptureSession) -> Void
+        withoutActuallyEscaping(body) { isolated in
+            unsafeBitCast(isolated, to: Unchecked.self)(self)
         }
     }
 
@@ -400,8 +409,7 @@ public actor CaptureSession {
             lastCounted = m.sequence
         }
         if c.status == .complete {
-            recent.append(m)
-            if recent.count > 6 { _ = recent.popFirst() }
+            recent.append(m, keepingAtMost: 6)
             lastSequence = m.sequence
             for o in observers { o.yield(m) }
         }
@@ -459,7 +467,7 @@ public actor CaptureSession {
         guard running else { return }
         let cookie = nextCookie
         nextCookie += 1
-        var controls = CameraControls.none
+        var controls = CameraControls()  // none (not the static: a once-check per frame)
         if let capture = captures.first, case .phaseLocking = capture.phase, let c = phaseLockControls(capture, cookie: cookie) {
             // A phase-locked bracket's pre-roll, or its first step (nil: not yet, a filler).
             controls = c

@@ -38,12 +38,16 @@ public final class CompletionQueue: AsyncSequence, Sendable {
         case finished(ShutterbugError?)
     }
 
+    /// The direct consumer: a completion is passed to `completion` as it is (borrowed, not
+    /// copied into an event), the end to `end`.
     private final class Direct: Sendable {
         let loop: EventLoopExecutor
-        let handler: @Sendable (DirectEvent) -> Void
-        init(loop: EventLoopExecutor, handler: @escaping @Sendable (DirectEvent) -> Void) {
+        let completion: @Sendable (CompletedRequest) -> Void
+        let end: @Sendable (ShutterbugError?) -> Void
+        init(loop: EventLoopExecutor, completion: @escaping @Sendable (CompletedRequest) -> Void, end: @escaping @Sendable (ShutterbugError?) -> Void) {
             self.loop = loop
-            self.handler = handler
+            self.completion = completion
+            self.end = end
         }
     }
 
@@ -56,6 +60,8 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     /// stored there grew by two thunks per read, one read per frame (a stack overflow when
     /// freed after ~100,000 frames, and calls slowing as the chain grew).
     private let consumerIdle = Mutex<Handler?>(nil)
+    /// Whether `consumerIdle` holds a handler: read per frame without taking its lock.
+    private let hasIdleHandler = Atomic<Bool>(false)
 
     private final class Handler: Sendable {
         let call: @Sendable () -> Void
@@ -67,7 +73,10 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     /// Sets what to call when the consumer has dealt with every completion and waits again.
     public func onConsumerIdle(_ handler: (@Sendable () -> Void)?) {
         let boxed = handler.map(Handler.init)
-        consumerIdle.withLock { $0 = boxed }
+        consumerIdle.withLock {
+            $0 = boxed
+            hasIdleHandler.store(boxed != nil, ordering: .releasing)
+        }
     }
 
     /// Whether the consumer has taken every completion and is waiting for the next.
@@ -96,7 +105,7 @@ public final class CompletionQueue: AsyncSequence, Sendable {
         case .resume(let w): w.continuation.resume(returning: request)
         case .direct(let a): perform(a)
         case .handOver(let d):
-            d.handler(.completion(request))
+            d.completion(request)
             deliver(d)  // what the handler pushed meanwhile, and the end; then idle
         }
     }
@@ -121,7 +130,15 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     ///
     /// One consumer at a time: not while a task awaits `next()`.
     public func consumeDirectly(on loop: EventLoopExecutor, _ handler: @escaping @Sendable (DirectEvent) -> Void) {
-        let d = Direct(loop: loop, handler: handler)
+        consumeDirectly(on: loop, completion: { handler(.completion($0)) }, end: { handler(.finished($0)) })
+    }
+
+    /// `consumeDirectly(on:_:)` with a function per kind of event: each completion is passed to
+    /// `completion` without being copied into an event (a frame's metadata is a few hundred
+    /// bytes), the end (with the error if the camera went away) to `end`.
+    public func consumeDirectly(on loop: EventLoopExecutor, completion: @escaping @Sendable (CompletedRequest) -> Void,
+                                end: @escaping @Sendable (ShutterbugError?) -> Void) {
+        let d = Direct(loop: loop, completion: completion, end: end)
         let scheduled: Bool = state.withLock { s in
             precondition(s.waiter == nil && s.direct == nil, "CompletionQueue has one consumer at a time")
             s.direct = d
@@ -181,9 +198,12 @@ public final class CompletionQueue: AsyncSequence, Sendable {
                 return nil
             }
             guard let event else { break }
-            d.handler(event)
+            switch event {
+            case .completion(let c): d.completion(c)
+            case .finished(let error): d.end(error)
+            }
         }
-        consumerIdle.withLock { $0 }?.call()
+        if hasIdleHandler.load(ordering: .acquiring) { consumerIdle.withLock { $0 }?.call() }
     }
 
     /// Ends the sequence after the requests already pushed; with `error`, the consumer gets it

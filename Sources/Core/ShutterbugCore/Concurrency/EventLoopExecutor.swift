@@ -1,4 +1,5 @@
 import CSystemShims
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -149,8 +150,12 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
 
         deinit { close(wakeFD) }
 
+        /// The loop's thread (`pthread_self()`), 0 until it runs: read per frame without the lock.
+        private let threadID = Atomic<UInt>(0)
+
         var isCurrent: Bool {
-            lock.withLock { onLoopThread }
+            let id = threadID.load(ordering: .acquiring)
+            return id != 0 && pthread_equal(id, pthread_self()) != 0
         }
 
         func setExecutor(_ e: UnownedSerialExecutor) {
@@ -211,6 +216,7 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
             var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0), pollfd(fd: -1, events: Int16(POLLIN), revents: 0)]
             lock.lock()
             thread = pthread_self()
+            threadID.store(pthread_self(), ordering: .releasing)
             while true {
                 seen = generation
                 lock.broadcast()

@@ -18,6 +18,21 @@ public struct Ring<Element> {
         count += 1
     }
 
+    /// Appends, first dropping the oldest element when the ring holds `limit` (at most its
+    /// capacity): a window of the newest values, kept without growing or copying one out.
+    public mutating func append(_ element: Element, keepingAtMost limit: Int) {
+        precondition(limit >= 1 && limit <= storage.count, "keepingAtMost \(limit) outside 1...\(storage.count)")
+        if count >= limit {
+            storage[head] = nil
+            head = head + 1 == storage.count ? 0 : head + 1
+            count -= 1
+        }
+        var i = head + count
+        if i >= storage.count { i -= storage.count }
+        storage[i] = element
+        count += 1
+    }
+
     public mutating func popFirst() -> Element? {
         guard count > 0 else { return nil }
         let element = storage[head]
