@@ -86,3 +86,24 @@ struct SensorProfileTests {
         #expect(SensorProfile.imx477.mode(forWidth: 9000, height: 9000).width == 4056)
     }
 }
+
+@Suite("Camera controls", .timeLimit(.minutes(1)))
+struct CameraControlsTests {
+    @Test("isEmpty agrees with the set of controls carried, for none and for each control alone")
+    func isEmptyMatchesSet() {
+        var each: [CameraControls] = []
+        func with(_ f: (inout CameraControls) -> Void) { var c = CameraControls(); f(&c); each.append(c) }
+        with { $0.aeEnabled = false }
+        with { $0.exposureTime = .milliseconds(10) }
+        with { $0.analogueGain = Gain(2) }
+        with { $0.exposureValue = -1 }
+        with { $0.awbEnabled = true }
+        with { $0.colourGains = ColourGains(red: 2, blue: 1.5) }
+        with { $0.frameDurationLimits = .milliseconds(10)...(.milliseconds(20)) }
+        with { $0.afMode = .manual }
+        with { $0.lensPosition = Dioptres(1) }
+        #expect(CameraControls().isEmpty && CameraControls().set.isEmpty)
+        #expect(Set(each.map(\.set.rawValue)).count == 9, "each sets a control of its own")
+        for c in each { #expect(!c.isEmpty && c.set.rawValue.nonzeroBitCount == 1, "\(c.set)") }
+    }
+}

@@ -189,7 +189,7 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         // Under `control`: the bridge's `running` flag and libcamera's queueRequest must not
         // race a stop on another thread.
         let rc: Int32
-        if controls.set.isEmpty {
+        if controls.isEmpty {
             // The usual request: nothing to convert, nothing for the bridge to look up.
             rc = control.withLock { _ in sbc_camera_queue(handle, UInt32(slot), cookie, nil, &unsupported) }
         } else {

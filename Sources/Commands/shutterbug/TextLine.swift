@@ -100,8 +100,10 @@ struct TextLine {
         swap(&field.bytes, &self.field)
     }
 
-    /// Writes the line and a newline to standard output through C stdio.
-    func write() {
-        _ = bytes.withUnsafeBufferPointer { sbshim_stdout_bytes($0.baseAddress, $0.count) }
+    /// Ends the line with a newline and writes it to standard output through C stdio, in one
+    /// call (with line buffering, one write).
+    mutating func write() {
+        bytes.append(UInt8(ascii: "\n"))
+        _ = bytes.withUnsafeBufferPointer { sbshim_stdout_write($0.baseAddress, $0.count) }
     }
 }

@@ -424,7 +424,7 @@ public actor CaptureSession {
         if let capture = captures.first, judge(c, for: capture) {
             holders += 1
         }
-        if c.status == .complete { holders += offerToSinks(c) }
+        if c.status == .complete, !sinks.isEmpty { holders += offerToSinks(c) }
         // A triggered sensor's newest frame waits for a capture registered late; the one it
         // replaces goes back.
         var retainedNow = false
@@ -478,7 +478,7 @@ public actor CaptureSession {
             if let s = takeScheduledControls(upTo: cookie) {
                 controls = s.controls
                 carriedScheduled[cookie] = s.for
-            } else if let w = waitingControls.popFirst() {
+            } else if !waitingControls.isEmpty, let w = waitingControls.popFirst() {
                 controls = w.controls
                 locks.sent(w.locks, cookie: cookie)
             }

@@ -24,12 +24,11 @@ static inline int sbshim_stdout_line(const char *line)
 	return fputc('\n', stdout) < 0 ? -1 : 0;
 }
 
-/* Writes `length` bytes and a newline to C's stdout in one locked stdio call pair. */
-static inline int sbshim_stdout_bytes(const void *bytes, size_t length)
+/* Writes `length` bytes as they are (the caller ends its line) to C's stdout in one locked
+ * stdio call. */
+static inline int sbshim_stdout_write(const void *bytes, size_t length)
 {
-	if (fwrite(bytes, 1, length, stdout) != length)
-		return -1;
-	return fputc('\n', stdout) < 0 ? -1 : 0;
+	return fwrite(bytes, 1, length, stdout) == length ? 0 : -1;
 }
 
 /* Bytes handed out by malloc and not yet freed (mallinfo2's uordblks); 0 where unknown. */

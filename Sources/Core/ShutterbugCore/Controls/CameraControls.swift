@@ -63,6 +63,12 @@ public struct CameraControls: Hashable, Sendable {
     /// No control set: the request repeats whatever is in force.
     public static let none = CameraControls()
 
+    /// No control carries a value: the request repeats what is in force.
+    public var isEmpty: Bool {
+        aeEnabled == nil && exposureTime == nil && analogueGain == nil && exposureValue == nil && awbEnabled == nil
+            && colourGains == nil && frameDurationLimits == nil && afMode == nil && lensPosition == nil
+    }
+
     /// Which controls carry a value.
     public var set: ControlSet {
         var s: ControlSet = []
