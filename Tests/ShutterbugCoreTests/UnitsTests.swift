@@ -107,3 +107,27 @@ struct CameraControlsTests {
         for c in each { #expect(!c.isEmpty && c.set.rawValue.nonzeroBitCount == 1, "\(c.set)") }
     }
 }
+
+@Suite("Frame metadata", .timeLimit(.minutes(1)))
+struct FrameMetadataValueTests {
+    @Test("a value: a copy changed leaves the original alone; equal fields are equal and hash alike, however built")
+    func valueSemantics() {
+        var a = FrameMetadata(sequence: 7, sensorTimestamp: SensorTime(nanoseconds: 1_000), exposureTime: .microseconds(500))
+        a.colourCorrectionMatrix = [1, 0, 0, 0, 1, 0, 0, 0, 1]
+        var b = a
+        #expect(a == b)
+        b.exposureTime = .microseconds(600)
+        b.colourCorrectionMatrix?[0] = 2
+        #expect(a.exposureTime == .microseconds(500) && a.colourCorrectionMatrix?[0] == 1, "the original is unchanged")
+        #expect(b.exposureTime == .microseconds(600) && b.colourCorrectionMatrix?[0] == 2)
+        #expect(a != b)
+        var c = FrameMetadata(sequence: 7)
+        c.sensorTimestamp = SensorTime(nanoseconds: 1_000)
+        c.exposureTime = .microseconds(500)
+        c.colourCorrectionMatrix = [1, 0, 0, 0, 1, 0, 0, 0, 1]
+        #expect(a == c && a.hashValue == c.hashValue, "built apart, equal")
+        c.sequence = 8
+        #expect(a != c, "the sequence counts")
+        #expect(Set([a, b, c, a]).count == 3)
+    }
+}
