@@ -37,7 +37,7 @@ struct FramePrinter: Sendable {
 
     private var pairedRequest: UInt64?
     /// The text line's buffer, reused frame after frame.
-    private var line = TextLine()
+    private let line = TextLine()
     /// The settings were in force from the start (no request carried them).
     private let startedWithThem: Bool
 
@@ -81,8 +81,7 @@ struct FramePrinter: Sendable {
         } else {
             // Into a reused byte buffer: no String per frame (bench-cam.sh weighs this line
             // against cam's).
-            var line = TextLine(capacity: 0)
-            swap(&line, &self.line)  // the buffer itself, not a copy to write into
+            let line = self.line  // the reused buffer
             line.clear()
             line.append("#")
             line.rightAligned(5) { $0.append(Int(m.sequence)) }
@@ -112,7 +111,6 @@ struct FramePrinter: Sendable {
             if c.carriedControlsFor != nil, pairedFrame == m.sequence { line.append("  <- request #"); line.append(Int(c.request)); line.append(" with the new settings") }
             if let s = syncFrame, s.sequence == m.sequence, !target.isEmpty { line.append("  <- first frame carrying them") }
             line.write()
-            swap(&line, &self.line)
         }
         previous = Compared(m)
     }
