@@ -254,10 +254,10 @@ public actor CaptureSession {
             // as cam's event loop callback costs none.
             directConsumer = true
             completions.consumeDirectly(on: eventLoop, completion: { [weak self] c in
-                self?.betweenJobs { $0.handle(c) }
+                self?.handleBetweenJobs(c)
             }, end: { [weak self] error in
                 guard let error else { return }
-                self?.betweenJobs { $0.fail(error) }
+                self?.failBetweenJobs(error)
             })
         } else {
             pump = Task { await self.pumpCompletions(completions) }
@@ -268,17 +268,22 @@ public actor CaptureSession {
         }
     }
 
-    /// Runs `body` as the actor from the direct consumer, which calls only on the event loop's
-    /// thread and between its jobs (`EventLoopExecutor.isBetweenJobs`, checked by the queue
-    /// before it hands a completion over): no job of this actor is running, so the thread may
-    /// act as it. `assumeIsolated` without its run-time check of the executor, which cost a
-    /// frame more than the rest of the hand-over on a small board; debug builds still check.
-    nonisolated func betweenJobs(_ body: (isolated CaptureSession) -> Void) {
+    /// Handles a completion as the actor, from the direct consumer: it calls only on the event
+    /// loop's thread and between the loop's jobs (`EventLoopExecutor.isBetweenJobs`, checked by
+    /// the queue before it hands a completion over), so no job of this actor is running and the
+    /// thread may act as it. What `assumeIsolated` does, without its run-time check of the
+    /// executor and without a generic closure whose function type's metadata was looked up per
+    /// frame (both seen with perf on the emulated board); debug builds still check.
+    nonisolated func handleBetweenJobs(_ c: CompletedRequest) {
         assert(eventLoop?.isBetweenJobs == true, "a direct completion off the loop or inside a job")
-        typealias Unchecked = (CaptureSession) -> Void
-        withoutActuallyEscaping(body) { isolated in
-            unsafeBitCast(isolated, to: Unchecked.self)(self)
-        }
+        let isolated: (isolated CaptureSession, CompletedRequest) -> Void = { session, c in session.handle(c) }
+        unsafeBitCast(isolated, to: ((CaptureSession, CompletedRequest) -> Void).self)(self, c)
+    }
+
+    nonisolated func failBetweenJobs(_ error: ShutterbugError) {
+        assert(eventLoop?.isBetweenJobs == true, "the camera's end off the loop or inside a job")
+        let isolated: (isolated CaptureSession, ShutterbugError) -> Void = { session, e in session.fail(e) }
+        unsafeBitCast(isolated, to: ((CaptureSession, ShutterbugError) -> Void).self)(self, error)
     }
 
     /// Handles each completion, for a camera without an event loop (the simulated one): a
