@@ -273,6 +273,7 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
                 inHandler = false
             }
             thread = nil
+            threadID.store(0, ordering: .releasing)  // a later thread may be given the same id
             lock.unlock()
         }
     }

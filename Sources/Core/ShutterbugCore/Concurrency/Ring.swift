@@ -22,7 +22,7 @@ public struct Ring<Element> {
     /// capacity): a window of the newest values, kept without growing or copying one out.
     public mutating func append(_ element: Element, keepingAtMost limit: Int) {
         precondition(limit >= 1 && limit <= storage.count, "keepingAtMost \(limit) outside 1...\(storage.count)")
-        if count >= limit {
+        while count >= limit {
             storage[head] = nil
             head = head + 1 == storage.count ? 0 : head + 1
             count -= 1
