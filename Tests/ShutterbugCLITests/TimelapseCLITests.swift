@@ -302,7 +302,11 @@ struct TimelapseCLITests {
         #expect(slots.count == 12)
         #expect((summary["cameraReopened"] as? Int ?? 0) >= 2, "\(summary)")
         let failed = slots.filter { $0["state"] as? String == "failed" }
-        #expect(failed.count == summary["cameraReopened"] as? Int, "one failed slot per time the camera went away")
+        // A slot the camera went away during fails; one whose photos were taken before it went
+        // (during the white-balance frames after them) is taken, and the camera is still opened
+        // again: where the disconnect falls depends on how many frames each slot used.
+        let reopened = summary["cameraReopened"] as? Int ?? 0
+        #expect(failed.count >= 1 && failed.count <= reopened, "at most one failed slot per time the camera went away: \(failed.count) failed, \(reopened) reopened")
         #expect(failed.allSatisfy { ($0["reason"] as? String)?.contains("went away") == true }, "\(failed)")
         #expect((summary["journalTaken"] as? Int ?? 0) + failed.count == 12, "every other slot taken: \(summary)")
         #expect(r.err.contains("opening it again") && r.err.contains("the camera is back"), "\(r.err)")
