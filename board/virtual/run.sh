@@ -7,6 +7,7 @@
 # usage: board/virtual/run.sh [--timeout SECONDS] [--] COMMAND [ARG...]
 # env:   SHUTTERBUG_BOARD_ACCEL=auto|kvm|tcg (auto: KVM if a probe boot with it works, else TCG)
 #        SHUTTERBUG_BOARD_MEMORY=MiB (default 2048)
+#        SHUTTERBUG_BOARD_CMDLINE=ARGS (more kernel command-line arguments, e.g. idle=poll)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 timeout_s=600
@@ -38,7 +39,7 @@ boot() { # boot ACCEL SHARE TIMEOUT
 		-M pc -accel "$accel" -cpu "$cpu" -smp 2 -m "${SHUTTERBUG_BOARD_MEMORY:-2048}" \
 		-nodefaults -display none -serial stdio -no-reboot \
 		-kernel "$kernel" \
-		-append "console=ttyS0 quiet loglevel=3 root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=1048576,cache=loose ro init=$init" \
+		-append "console=ttyS0 quiet loglevel=3${SHUTTERBUG_BOARD_CMDLINE:+ $SHUTTERBUG_BOARD_CMDLINE} root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=1048576,cache=loose ro init=$init" \
 		-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
 		-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
 		-fsdev local,id=board,path="$share",security_model=none \
