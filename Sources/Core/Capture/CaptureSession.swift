@@ -253,8 +253,13 @@ public actor CaptureSession {
             // the actor's only runner, as a job would be): a frame costs no task resumption,
             // as cam's event loop callback costs none.
             directConsumer = true
+            // Cast once here, not per frame: the cast's function types' metadata is looked up
+            // on every call (seen with perf on the emulated board).
+            nonisolated(unsafe) let handle = Self.betweenJobs({ (session: isolated CaptureSession, c: CompletedRequest) in session.handle(c) })
             completions.consumeDirectly(on: eventLoop, completion: { [weak self] c in
-                self?.handleBetweenJobs(c)
+                guard let self else { return }
+                assert(self.eventLoop?.isBetweenJobs == true, "a direct completion off the loop or inside a job")
+                handle(self, c)
             }, end: { [weak self] error in
                 guard let error else { return }
                 self?.failBetweenJobs(error)
@@ -268,22 +273,19 @@ public actor CaptureSession {
         }
     }
 
-    /// Handles a completion as the actor, from the direct consumer: it calls only on the event
-    /// loop's thread and between the loop's jobs (`EventLoopExecutor.isBetweenJobs`, checked by
-    /// the queue before it hands a completion over), so no job of this actor is running and the
-    /// thread may act as it. What `assumeIsolated` does, without its run-time check of the
-    /// executor and without a generic closure whose function type's metadata was looked up per
-    /// frame (both seen with perf on the emulated board); debug builds still check.
-    nonisolated func handleBetweenJobs(_ c: CompletedRequest) {
-        assert(eventLoop?.isBetweenJobs == true, "a direct completion off the loop or inside a job")
-        let isolated: (isolated CaptureSession, CompletedRequest) -> Void = { session, c in session.handle(c) }
-        unsafeBitCast(isolated, to: ((CaptureSession, CompletedRequest) -> Void).self)(self, c)
+    /// `body` as a function the direct consumer calls to act as the actor: it calls only on the
+    /// event loop's thread and between the loop's jobs (`EventLoopExecutor.isBetweenJobs`,
+    /// checked by the queue before it hands a completion over), so no job of this actor is
+    /// running and the thread may act as it. What `assumeIsolated` does, without its run-time
+    /// check of the executor and without a generic closure whose function type's metadata was
+    /// looked up per frame (both seen with perf on the emulated board); debug builds still check.
+    private nonisolated static func betweenJobs<T>(_ body: @escaping (isolated CaptureSession, T) -> Void) -> (CaptureSession, T) -> Void {
+        unsafeBitCast(body, to: ((CaptureSession, T) -> Void).self)
     }
 
     nonisolated func failBetweenJobs(_ error: ShutterbugError) {
         assert(eventLoop?.isBetweenJobs == true, "the camera's end off the loop or inside a job")
-        let isolated: (isolated CaptureSession, ShutterbugError) -> Void = { session, e in session.fail(e) }
-        unsafeBitCast(isolated, to: ((CaptureSession, ShutterbugError) -> Void).self)(self, error)
+        Self.betweenJobs({ (session: isolated CaptureSession, e: ShutterbugError) in session.fail(e) })(self, error)
     }
 
     /// Handles each completion, for a camera without an event loop (the simulated one): a

@@ -128,6 +128,9 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
         private var generation = 0
         private var seen = 0
         private var inHandler = false
+        /// Callers of `setSource` waiting for the thread to pick it up: the thread wakes them
+        /// only when there are any (not a broadcast per frame).
+        private var sourceWaiters = 0
         /// The thread is in (or about to enter) poll and needs the eventfd to wake.
         private var polling = false
         private var woken = false
@@ -190,7 +193,9 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
                     woken = true
                     signal()
                 }
+                sourceWaiters += 1
                 while inHandler || seen < g { lock.wait() }
+                sourceWaiters -= 1
             }
             lock.unlock()
         }
@@ -219,7 +224,7 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
             threadID.store(pthread_self(), ordering: .releasing)
             while true {
                 seen = generation
-                lock.broadcast()
+                if sourceWaiters > 0 { lock.broadcast() }
                 if !jobs.isEmpty {
                     swap(&batch, &jobs)
                     stats.jobs += batch.count
