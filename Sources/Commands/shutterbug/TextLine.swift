@@ -137,6 +137,9 @@ struct TextLine {
     /// column per character: UTF-8 continuation bytes are not counted). The field is not
     /// right-aligned within itself.
     func rightAligned(_ width: Int, _ body: (TextLine) -> Void) {
+        // A field's line uses its own buffer as its field: aligning within it would clear what
+        // it is building.
+        precondition(field !== buffer, "a field is not right-aligned within itself")
         let f = TextLine(buffer: field)
         f.clear()
         body(f)

@@ -63,11 +63,9 @@ public struct CameraControls: Hashable, Sendable {
     /// No control set: the request repeats whatever is in force.
     public static let none = CameraControls()
 
-    /// No control carries a value: the request repeats what is in force.
-    public var isEmpty: Bool {
-        aeEnabled == nil && exposureTime == nil && analogueGain == nil && exposureValue == nil && awbEnabled == nil
-            && colourGains == nil && frameDurationLimits == nil && afMode == nil && lensPosition == nil
-    }
+    /// No control carries a value: the request repeats what is in force. From `set`, so a
+    /// control added there counts here too.
+    public var isEmpty: Bool { self.set.isEmpty }
 
     /// Which controls carry a value.
     public var set: ControlSet {
