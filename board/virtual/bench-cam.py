@@ -3,7 +3,8 @@
 
 Each program's standard output is a pipe this process reads; its CPU time is the kernel's
 thread-group CPU clock (clock_getcpuclockid: every thread's exact run time, in nanoseconds),
-read when the output has reached frame SKIP and again at frame FRAMES - SKIP. Between the two
+read when the output has reached frame SKIP and again at frame FRAMES - SKIP, with each
+thread's own run time beside it (/proc/PID/task/TID/sched), for saying where it went. Between the two
 readings this process sleeps, waking ten times a second to count lines: it starts no
 processes while a program runs (a shell loop of `sleep` and `grep` forked a few hundred times
 a second beside the program measured, on an emulated CPU where each fork flushes the
@@ -27,8 +28,32 @@ def process_cpu_clock(pid):
     return (~pid << 3) | 2
 
 
+def threads(pid):
+    """{tid: (name, run time in ns)} for pid's threads now: the scheduler's sum_exec_runtime."""
+    found = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/sched") as f:
+                for line in f:
+                    if line.startswith("se.sum_exec_runtime"):
+                        # milliseconds with six decimals: nanoseconds, exactly
+                        whole, _, frac = line.split(":")[1].strip().partition(".")
+                        found[tid] = (name, int(whole) * 1_000_000 + int((frac + "000000")[:6]))
+                        break
+        except (OSError, ValueError):
+            pass  # the thread ended between the listing and the reading
+    return found
+
+
 def steady(argv, marker, at_start, frames, skip, last):
-    """Runs argv; returns (frames counted, CPU nanoseconds) between output frames skip and last."""
+    """Runs argv; returns (frames counted, CPU nanoseconds, [(thread name, CPU ns)], largest
+    first) between output frames skip and last."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -76,10 +101,11 @@ def steady(argv, marker, at_start, frames, skip, last):
                 if count >= target:
                     break
                 time.sleep(POLL)
-            # The clock first, then whatever the program printed up to that instant.
+            # The clocks first, then whatever the program printed up to that instant.
             cpu = time.clock_gettime_ns(clock)
+            per_thread = threads(pid)
             drain()
-            marks.append((count, cpu))
+            marks.append((count, cpu, per_thread))
         while not drain():
             time.sleep(POLL)
     except Ended:
@@ -93,8 +119,20 @@ def steady(argv, marker, at_start, frames, skip, last):
         for line in tail:
             print("  " + line.decode(errors="replace"), file=sys.stderr)
         sys.exit(1)
-    (n1, t1), (n2, t2) = marks
-    return n2 - n1, t2 - t1
+    (n1, t1, a), (n2, t2, b) = marks
+    spent = sorted(((name, ns - a.get(tid, (name, 0))[1]) for tid, (name, ns) in b.items()), key=lambda x: -x[1])
+    return n2 - n1, t2 - t1, [x for x in spent if x[1] > 0]
+
+
+def breakdown(spent, n):
+    """'56.5 libcamera, 15.7 sb-camera, ...': each thread's µs per frame, largest first."""
+    return ", ".join(f"{ns / n / 1e3:.1f} {name}" for name, ns in spent[:4])
+
+
+def counting():
+    """Whether the board's clock is qemu's instruction count (bench-cam.sh boots it so, and
+    says so in SHUTTERBUG_BENCH_CLOCK)."""
+    return os.environ.get("SHUTTERBUG_BENCH_CLOCK") == "instructions"
 
 
 def main():
@@ -107,21 +145,24 @@ def main():
     sb = ["stdbuf", "-oL", f"{build}/shutterbug", "stream", "--frames", str(frames), "--size", "636x480"]
     print(f"bench vs cam: vimc viewfinder 636x480 BGR888, {frames} frames per run, CPU per frame over frames {skip} to {last} "
           f"(thread-group CPU clock), shutterbug from {build}", flush=True)
+    if counting():
+        print("  the board's clock is its instruction count: 1 µs of CPU is 1000 instructions executed, user and kernel", flush=True)
     cams, sbs = [], []
     for i in range(1, rounds + 1):
-        cn, ct = steady(cam, b"seq:", False, frames, skip, last)
-        sn, st = steady(sb, b"#", True, frames, skip, last)
+        cn, ct, cth = steady(cam, b"seq:", False, frames, skip, last)
+        sn, st, sth = steady(sb, b"#", True, frames, skip, last)
         c, s = ct / cn / 1e6, st / sn / 1e6
         cams.append(c)
         sbs.append(s)
-        print(f"  round {i}: cam {c:.3f} ms/frame ({cn} frames), shutterbug {s:.3f} ms/frame ({sn} frames), ratio {s / c:.2f}", flush=True)
+        print(f"  round {i}: cam {c * 1e3:.1f} µs/frame ({cn} frames), shutterbug {s * 1e3:.1f} µs/frame ({sn} frames), ratio {s / c:.3f}", flush=True)
+        print(f"    by thread, µs/frame: cam {breakdown(cth, cn)}; shutterbug {breakdown(sth, sn)}", flush=True)
     mc, ms = statistics.median(cams), statistics.median(sbs)
     # Each round's pair runs back to back, so its ratio is less exposed to the board's speed
     # drifting over the run than the ratio of the medians (the figure), which may take its two
     # medians from different rounds. Printed beside it, for reading the figure.
     paired = statistics.median(s / c for c, s in zip(cams, sbs))
-    print(f"median of the {rounds} rounds' own ratios: {paired:.2f}")
-    print(f"median of {rounds} rounds: cam {mc:.3f} ms/frame, shutterbug {ms:.3f} ms/frame, ratio shutterbug/cam {ms / mc:.2f}")
+    print(f"median of the {rounds} rounds' own ratios: {paired:.3f}")
+    print(f"median of {rounds} rounds: cam {mc * 1e3:.1f} µs/frame, shutterbug {ms * 1e3:.1f} µs/frame, ratio shutterbug/cam {ms / mc:.2f}")
 
 
 if __name__ == "__main__":

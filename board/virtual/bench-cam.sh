@@ -5,15 +5,19 @@
 # read the ratios, not the absolute figures.
 #
 # Steady-state CPU per frame: each program's CPU time (all threads: the kernel's thread-group
-# CPU clock, in nanoseconds) is read when its output reaches frame SKIP and again at frame
-# FRAMES - SKIP, while it runs, so start-up (dynamic loading takes seconds under emulation and
-# varies by as much as the whole measurement) stays out of the figure. The figure is the CPU
-# those frames took divided by their count. bench-cam.py does the measuring: it reads the
-# programs' output from a pipe and starts nothing while they run.
+# CPU clock) is read when its output reaches frame SKIP and again at frame FRAMES - SKIP, while
+# it runs, so start-up (dynamic loading) stays out of the figure. The figure is the CPU those
+# frames took divided by their count; bench-cam.py does the measuring (it reads the programs'
+# output from a pipe and starts nothing while they run) and also prints where each program's
+# CPU went, thread by thread.
 #
-# The emulated board's speed wanders between one program run and the next, so one run of this
-# script alternates the two programs ROUNDS times and its figure is the ratio of the two
-# medians; each round's figures are printed too.
+# The board runs here with one CPU and qemu's -icount shift=0: the emulated CPU's clock is its
+# instruction count (one instruction, one nanosecond), so a thread's CPU time is the
+# instructions it executed, user and kernel, whatever the host is doing. Timed by the host's
+# clock instead (the board's usual mode), the same program's figure wandered by 2x from one
+# round to the next (board/virtual/README.md, "Measuring CPU on an emulated CPU"): too coarse
+# to compare two programs a few per cent apart. Each run still alternates the two programs
+# ROUNDS times and its figure is the ratio of the two medians.
 #
 # usage: board/virtual/bench-cam.sh [FRAMES] [ROUNDS]   (boots the board; default 600 frames, 5 rounds)
 set -euo pipefail
@@ -26,12 +30,12 @@ if [ "$frames" -lt 20 ] || [ "$frames" -gt 100000 ] || [ "$rounds" -lt 1 ] || [ 
 	exit 2
 fi
 if [ "${SHUTTERBUG_BOARD:-}" != virtual ]; then
-	# idle=poll: an emulated CPU with nothing to run spins rather than halts. A halted vCPU
-	# woken for a frame charges its wake-up to whatever thread it then runs: measured quietly,
-	# cam's own figure came out 5 ms/frame, and 1 ms/frame beside a busy shell loop; polling,
-	# 1.4-1.6 ms/frame either way (one boot, alternated). The figure is then the programs' work.
-	export SHUTTERBUG_BOARD_CMDLINE="idle=poll${SHUTTERBUG_BOARD_CMDLINE:+ $SHUTTERBUG_BOARD_CMDLINE}"
-	exec "$here/run.sh" --timeout 1800 -- bash "$here/bench-cam.sh" "$frames" "$rounds"
+	# One vCPU (qemu's instruction counting runs the vCPUs on one host thread; the guest does
+	# not bring up a second under it) whose clock is its instruction count; idle, it halts and
+	# the clock skips ahead to the next timer (sleep=on), which charges no thread.
+	export SHUTTERBUG_BOARD_CPUS=1
+	export SHUTTERBUG_BOARD_QEMU="-icount shift=0,sleep=on${SHUTTERBUG_BOARD_QEMU:+ $SHUTTERBUG_BOARD_QEMU}"
+	exec "$here/run.sh" --timeout 1800 -- env SHUTTERBUG_BENCH_CLOCK=instructions bash "$here/bench-cam.sh" "$frames" "$rounds"
 fi
 
 build=${SHUTTERBUG_BUILD_DIR:-.build/release}

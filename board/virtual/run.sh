@@ -36,14 +36,14 @@ boot() { # boot ACCEL SHARE TIMEOUT
 	local accel=$1 share=$2 t=$3 cpu=max
 	[ "$accel" = kvm ] && cpu=host
 	timeout --kill-after=5 "$t" qemu-system-x86_64 \
-		-M pc -accel "$accel" -cpu "$cpu" -smp 2 -m "${SHUTTERBUG_BOARD_MEMORY:-2048}" \
+		-M pc -accel "$accel" -cpu "$cpu" -smp "${SHUTTERBUG_BOARD_CPUS:-2}" -m "${SHUTTERBUG_BOARD_MEMORY:-2048}" \
 		-nodefaults -display none -serial stdio -no-reboot \
 		-kernel "$kernel" \
 		-append "console=ttyS0 quiet loglevel=3${SHUTTERBUG_BOARD_CMDLINE:+ $SHUTTERBUG_BOARD_CMDLINE} root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=1048576,cache=loose ro init=$init" \
 		-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
 		-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
 		-fsdev local,id=board,path="$share",security_model=none \
-		-device virtio-9p-pci,fsdev=board,mount_tag=board
+		-device virtio-9p-pci,fsdev=board,mount_tag=board ${SHUTTERBUG_BOARD_QEMU:-}
 }
 
 # KVM only where it has proven it boots: a probe per host boot, remembered in the cache.
