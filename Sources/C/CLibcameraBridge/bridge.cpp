@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <dirent.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -515,7 +516,15 @@ int sbc_manager_create(sbc_manager **out)
 
 		auto m = std::make_unique<sbc_manager>();
 		m->manager = std::make_unique<CameraManager>();
+		/* The threads libcamera starts take their name from the thread that starts them: the
+		 * caller's (in Swift, a dispatch worker's) would make `top -H` on a Pi blame it for
+		 * libcamera's work. Named for the start, then restored. */
+		char caller[16] = "";
+		bool named = pthread_getname_np(pthread_self(), caller, sizeof(caller)) == 0 &&
+			     pthread_setname_np(pthread_self(), "libcamera") == 0;
 		int ret = m->manager->start();
+		if (named)
+			pthread_setname_np(pthread_self(), caller);
 		if (ret < 0)
 			return ret;
 		*out = m.release();
