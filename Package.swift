@@ -119,7 +119,7 @@ let package = Package(
             path: "Tests/CameraConformance"
         ),
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "ShutterbugCoreTests", dependencies: ["ShutterbugCore", "CSystemShims"]),
+        .testTarget(name: "ShutterbugCoreTests", dependencies: ["ShutterbugCore"]),
         .testTarget(name: "TimelapseTests", dependencies: ["Timelapse", "Journal", "ShutterbugCore"]),
         .testTarget(
             name: "SimulatedCameraTests",

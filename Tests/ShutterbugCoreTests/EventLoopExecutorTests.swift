@@ -1,4 +1,3 @@
-import CSystemShims
 import ShutterbugCore
 import Synchronization
 import Testing
@@ -142,39 +141,6 @@ struct EventLoopExecutorTests {
         await actor.increment()
         #expect(state.withLock { $0.calls } == 1)
         #expect(await actor.count == 2)
-    }
-
-    @Test("an eventfd source the handler never reads: one call per write, a write during the call one more, no spinning")
-    func edgeTriggeredSource() async throws {
-        let loop = EventLoopExecutor(name: "test-edge")
-        let actor = OnLoop(loop)
-        let fd = sbshim_eventfd()
-        #expect(fd >= 0)
-        defer { close(fd) }
-        @Sendable func signal() { var one: UInt64 = 1; _ = write(fd, &one, 8) }
-        let calls = ConditionLock()
-        let count = Mutex(0)
-        loop.setSource(fd: fd) {
-            // Never reads the eventfd (as the libcamera camera does not): waited on
-            // level-triggered, this would be called again and again.
-            let n = count.withLock { $0 += 1; return $0 }
-            // The first call stands for a completion that arrives while the handler drains.
-            if n == 1 { signal() }
-            calls.withLock { calls.broadcast() }
-        }
-        func waitFor(_ n: Int) { calls.withLock { while count.withLock({ $0 }) < n { calls.wait() } } }
-        signal()
-        waitFor(2)
-        for i in 3...200 {
-            signal()
-            waitFor(i)
-        }
-        // Let the loop go round (jobs run between waits); a spinning source would be called
-        // meanwhile.
-        for _ in 0..<3 { await actor.increment() }
-        #expect(count.withLock { $0 } == 200)
-        #expect(loop.statistics.sourceEvents == 200)
-        loop.removeSource()
     }
 
     @Test("the thread is named, so top -H tells it apart")

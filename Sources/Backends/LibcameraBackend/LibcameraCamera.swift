@@ -10,7 +10,7 @@ import Glibc
 ///
 /// Completions: libcamera's thread copies each finished request into the bridge's queue and
 /// signals an eventfd; the camera's own thread (`executor`, an `EventLoopExecutor`) waits on it
-/// (epoll, edge-triggered, no sleeping) and hands the completions to `completions`. A `CaptureSession` runs on
+/// (poll, no sleeping) and hands the completions to `completions`. A `CaptureSession` runs on
 /// that same thread, so a frame wakes it and nothing else, as `cam`'s event loop is woken.
 public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     // `@unchecked Sendable`: every `handle` call but next_completion (the drain path, under
@@ -44,7 +44,7 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         let loop = EventLoopExecutor(name: "sb-camera")
         executor = loop
         let eventFD = sbc_camera_event_fd(handle)
-        loop.setSource(fd: eventFD) { [weak self] in self?.completionEvent() }
+        loop.setSource(fd: eventFD) { [weak self] in self?.completionEvent(eventFD: eventFD) }
     }
 
     deinit { release() }
@@ -233,10 +233,10 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
 
     // MARK: Completions
 
-    /// On the executor's thread, each time the bridge signals its eventfd. The loop waits on it
-    /// edge-triggered, so it is never read: a read per frame was a system call for nothing
-    /// (its 64-bit counter would take millennia of frames to fill).
-    private func completionEvent() {
+    /// On the executor's thread, when the bridge's eventfd is readable.
+    private func completionEvent(eventFD: Int32) {
+        var count: UInt64 = 0
+        _ = read(eventFD, &count, 8)
         drain()
         if sbc_camera_disconnected(handle) {
             completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away"))

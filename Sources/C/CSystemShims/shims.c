@@ -8,7 +8,6 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -173,33 +172,6 @@ void sbshim_signal_default(int signo)
 int sbshim_eventfd(void)
 {
 	return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-}
-
-int sbshim_epoll_create(void)
-{
-	return epoll_create1(EPOLL_CLOEXEC);
-}
-
-int sbshim_epoll_add(int epfd, int fd, int edge_triggered, uint64_t tag)
-{
-	struct epoll_event e = { .events = EPOLLIN | (edge_triggered ? EPOLLET : 0), .data.u64 = tag };
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) == 0 ? 0 : -errno;
-}
-
-int sbshim_epoll_remove(int epfd, int fd)
-{
-	return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL) == 0 ? 0 : -errno;
-}
-
-int sbshim_epoll_wait(int epfd, uint64_t *tags, int max, int timeout_ms)
-{
-	struct epoll_event events[8];
-	if (max > 8)
-		max = 8;
-	int n = epoll_wait(epfd, events, max, timeout_ms);
-	for (int i = 0; i < n; i++)
-		tags[i] = events[i].data.u64;
-	return n;
 }
 
 int sbshim_thread_name(const char *name)

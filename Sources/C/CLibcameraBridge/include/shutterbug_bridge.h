@@ -187,9 +187,7 @@ int sbc_camera_queue(sbc_camera *camera, uint32_t slot, uint64_t cookie,
 int sbc_camera_stop(sbc_camera *camera);
 
 /* An eventfd that becomes readable when completions are waiting; borrowed, owned by the camera.
- * Written once per completion (and once when the camera goes away), so a caller waiting on it
- * edge-triggered (epoll's EPOLLET) need not read it; reading it resets the count.
- * sbc_camera_next_completion does not read it. */
+ * Reading it resets the count; sbc_camera_next_completion does not read it. */
 int sbc_camera_event_fd(sbc_camera *camera);
 
 typedef enum sbc_completion_status {

@@ -7,7 +7,6 @@
 #define SBSHIM_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #ifdef __linux__
 #include <malloc.h>
@@ -87,15 +86,6 @@ void sbshim_signal_default(int signo);
 
 /* A non-blocking, close-on-exec eventfd (counter 0), or -1 with errno. */
 int sbshim_eventfd(void);
-
-/* epoll without its packed struct (x86_64's epoll_event is packed): an epoll instance
- * (close-on-exec) or -1 with errno; `fd` watched for reading, level- or edge-triggered, with
- * `tag` as what the wait reports for it (0 or -errno); the wait fills `tags` with up to `max`
- * ready descriptors' tags and returns how many (-1 with errno, EINTR included). */
-int sbshim_epoll_create(void);
-int sbshim_epoll_add(int epfd, int fd, int edge_triggered, uint64_t tag);
-int sbshim_epoll_remove(int epfd, int fd);
-int sbshim_epoll_wait(int epfd, uint64_t *tags, int max, int timeout_ms);
 
 /* Names the calling thread (15 bytes shown), as `top -H` and /proc/PID/task/TID/comm show it. */
 int sbshim_thread_name(const char *name);

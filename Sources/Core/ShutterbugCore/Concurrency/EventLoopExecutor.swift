@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// A serial executor on a thread of its own that also waits on one file descriptor (a camera's
-/// completion eventfd) and calls a handler each time it becomes readable.
+/// completion eventfd) and calls a handler when it is readable.
 ///
 /// What it is for: the thread that hears a camera's completions also runs the actor that handles
 /// them. A completion then wakes one thread after libcamera's own, as `cam`'s event loop does:
@@ -20,10 +20,8 @@ import Glibc
 /// prefer it gets every completion by way of a pool thread.
 ///
 /// Jobs run in the order they were enqueued, one at a time; enqueueing from another thread wakes
-/// the loop through an eventfd only when it is waiting. The wait is epoll's, the source watched
-/// edge-triggered: a frame costs the wait and nothing else (no read of the camera's eventfd, no
-/// poll set built and torn down per wait). The thread ends when the executor is freed (an actor
-/// using it keeps it alive while it has work).
+/// the loop through an eventfd only when it is waiting. The thread ends when the executor is
+/// freed (an actor using it keeps it alive while it has work).
 ///
 /// `@unchecked Sendable`: the loop's state is under its lock; the thread reads the source it
 /// polls under that lock too.
@@ -101,10 +99,8 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
     public var isBetweenJobs: Bool { loop.isBetweenJobs }
 
     /// Waits on `fd` from now on and calls `handler` on this executor's thread, between jobs,
-    /// each time it becomes readable: edge-triggered, so each write to an eventfd or a pipe
-    /// calls it once (writes while it runs, once more after), whether or not the handler reads
-    /// the descriptor. The handler must take everything the writes stand for (drain its queue):
-    /// it is not called again for what is left. Replaces any source set before.
+    /// each time it is readable (the handler must make it unreadable, as reading an eventfd
+    /// does). Replaces any source set before.
     public func setSource(fd: Int32, handler: @escaping Handler) {
         loop.setSource((fd, handler))
     }
@@ -120,10 +116,6 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
         let name: String
         let lock = ConditionLock()
         let wakeFD: Int32
-        let epollFD: Int32
-        /// The source registered with epoll and the `generation` it was for; the loop's thread
-        /// changes the registration, before it says it has seen a `setSource`.
-        private var registered: (fd: Int32, generation: Int)?
         enum Work {
             case job(UnownedJob)
             case closure(@Sendable () -> Void)
@@ -156,46 +148,10 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
             let fd = sbshim_eventfd()
             precondition(fd >= 0, "eventfd failed: \(errno)")
             wakeFD = fd
-            epollFD = sbshim_epoll_create()
-            precondition(epollFD >= 0, "epoll_create1 failed: \(errno)")
-            let rc = sbshim_epoll_add(epollFD, wakeFD, 0, Self.wakeTag)
-            precondition(rc == 0, "epoll_ctl failed: \(-rc)")
             jobs.reserveCapacity(16)
         }
 
-        deinit {
-            close(epollFD)
-            close(wakeFD)
-        }
-
-        private static let wakeTag: UInt64 = 0
-        private static let sourceTag: UInt64 = 1
-
-        /// Makes epoll watch the current source, if it changed; `lock` held, on the thread.
-        private func register() {
-            guard registered?.generation != generation else { return }
-            if let old = registered, old.fd >= 0 {
-                // Removed even when the new source is the same descriptor: added again, epoll
-                // reports it at once if it is readable. Closed already (a source replaced on
-                // the loop's own thread, then closed): epoll dropped it with the file, and
-                // this fails harmlessly.
-                _ = sbshim_epoll_remove(epollFD, old.fd)
-            }
-            registered = nil
-            guard let s = source else {
-                registered = (-1, generation)
-                return
-            }
-            if sbshim_epoll_add(epollFD, s.fd, 1, Self.sourceTag) == 0 {
-                registered = (s.fd, generation)
-            } else {
-                // Not a descriptor epoll can watch (closed, or a regular file): a caller's
-                // bug. Stop waiting on it rather than fail the loop.
-                source = nil
-                generation += 1
-                registered = (-1, generation)
-            }
-        }
+        deinit { close(wakeFD) }
 
         /// The loop's thread (`pthread_self()`), 0 until it runs: read per frame without the lock.
         private let threadID = Atomic<UInt>(0)
@@ -262,12 +218,11 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
             _ = name.withCString { sbshim_thread_name($0) }
             var batch: [Work] = []
             batch.reserveCapacity(16)
-            var tags: (UInt64, UInt64) = (0, 0)
+            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0), pollfd(fd: -1, events: Int16(POLLIN), revents: 0)]
             lock.lock()
             thread = pthread_self()
             threadID.store(pthread_self(), ordering: .releasing)
             while true {
-                register()
                 seen = generation
                 if sourceWaiters > 0 { lock.broadcast() }
                 if !jobs.isEmpty {
@@ -294,10 +249,10 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
                 polling = true
                 let polled = source
                 let polledGeneration = generation
+                fds[1].fd = polled?.fd ?? -1
+                fds[1].revents = 0
                 lock.unlock()
-                let n = withUnsafeMutableBytes(of: &tags) { raw in
-                    sbshim_epoll_wait(epollFD, raw.baseAddress!.assumingMemoryBound(to: UInt64.self), 2, -1)
-                }
+                let n = poll(&fds, 2, -1)
                 lock.lock()
                 polling = false
                 if woken {
@@ -306,11 +261,14 @@ public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked S
                     woken = false
                     stats.wakes += 1
                 }
-                let sourceReady = n >= 1 && tags.0 == Self.sourceTag || n >= 2 && tags.1 == Self.sourceTag
-                // A source replaced meanwhile: its edge is for the old one (the new one was
-                // registered, and reported if already readable, at the top of the loop).
-                guard sourceReady, let handler = polled?.handler, generation == polledGeneration else { continue }
-                // The source is still the one waited on: call it outside the lock (it may resume
+                guard n > 0, fds[1].revents != 0, let handler = polled?.handler, generation == polledGeneration else { continue }
+                if fds[1].revents & Int16(POLLNVAL) != 0 {
+                    // Closed under us (a caller's bug): stop polling it rather than spin.
+                    source = nil
+                    generation += 1
+                    continue
+                }
+                // The source is still the one polled: call it outside the lock (it may resume
                 // continuations, which enqueue here).
                 inHandler = true
                 stats.sourceEvents += 1
