@@ -33,6 +33,8 @@ if [ "${SHUTTERBUG_BOARD:-}" != virtual ]; then
 	# One vCPU (qemu's instruction counting runs the vCPUs on one host thread; the guest does
 	# not bring up a second under it) whose clock is its instruction count; idle, it halts and
 	# the clock skips ahead to the next timer (sleep=on), which charges no thread.
+	# Counting instructions is TCG's (KVM runs the host's CPU).
+	export SHUTTERBUG_BOARD_ACCEL=tcg
 	export SHUTTERBUG_BOARD_CPUS=1
 	export SHUTTERBUG_BOARD_QEMU="-icount shift=0,sleep=on${SHUTTERBUG_BOARD_QEMU:+ $SHUTTERBUG_BOARD_QEMU}"
 	exec "$here/run.sh" --timeout 1800 -- env SHUTTERBUG_BENCH_CLOCK=instructions bash "$here/bench-cam.sh" "$frames" "$rounds"

@@ -7,7 +7,9 @@
 # usage: board/virtual/run.sh [--timeout SECONDS] [--] COMMAND [ARG...]
 # env:   SHUTTERBUG_BOARD_ACCEL=auto|kvm|tcg (auto: KVM if a probe boot with it works, else TCG)
 #        SHUTTERBUG_BOARD_MEMORY=MiB (default 2048)
+#        SHUTTERBUG_BOARD_CPUS=N (default 2)
 #        SHUTTERBUG_BOARD_CMDLINE=ARGS (more kernel command-line arguments, e.g. idle=poll)
+#        SHUTTERBUG_BOARD_QEMU=ARGS (more qemu arguments, split at spaces, e.g. -icount shift=0)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 timeout_s=600
@@ -57,7 +59,9 @@ if [ "$accel" = auto ]; then
 		if [ -w /dev/kvm ]; then
 			probe=$(mktemp -d)
 			echo "exit 0" >"$probe/command"
-			if boot kvm "$probe" 30 >/dev/null 2>&1 && [ "$(cat "$probe/status" 2>/dev/null)" = 0 ]; then accel=kvm; fi
+			# The probe as a plain board: a caller's extra qemu arguments (-icount is TCG's
+			# only) must not decide whether KVM works for every later boot.
+			if SHUTTERBUG_BOARD_QEMU= boot kvm "$probe" 30 >/dev/null 2>&1 && [ "$(cat "$probe/status" 2>/dev/null)" = 0 ]; then accel=kvm; fi
 			rm -rf "$probe"
 		fi
 		mkdir -p "$cache/board"
