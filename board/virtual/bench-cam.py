@@ -4,8 +4,8 @@
 Each program's standard output is a pipe this process reads; its CPU time is the kernel's
 thread-group CPU clock (clock_getcpuclockid: every thread's exact run time, in nanoseconds),
 read when the output has reached frame SKIP and again at frame FRAMES - SKIP, with each
-thread's own run time beside it (/proc/PID/task/TID/sched), for saying where it went. Between the two
-readings this process sleeps, waking ten times a second to count lines: it starts no
+thread's own run time beside it (/proc/PID/task/TID/sched), for saying where it went. Between
+the two readings this process sleeps, waking ten times a second to count lines: it starts no
 processes while a program runs (a shell loop of `sleep` and `grep` forked a few hundred times
 a second beside the program measured, on an emulated CPU where each fork flushes the
 translation caches), and the CPU figure is not rounded to a 10 ms tick.
@@ -51,7 +51,7 @@ def threads(pid):
     return found
 
 
-def steady(argv, marker, at_start, frames, skip, last):
+def steady(argv, marker, at_start, skip, last):
     """Runs argv; returns (frames counted, CPU nanoseconds, [(thread name, CPU ns)], largest
     first) between output frames skip and last."""
     r, w = os.pipe()
@@ -149,17 +149,18 @@ def main():
         print("  the board's clock is its instruction count: 1 µs of CPU is 1000 instructions executed, user and kernel", flush=True)
     cams, sbs = [], []
     for i in range(1, rounds + 1):
-        cn, ct, cth = steady(cam, b"seq:", False, frames, skip, last)
-        sn, st, sth = steady(sb, b"#", True, frames, skip, last)
+        cn, ct, cth = steady(cam, b"seq:", False, skip, last)
+        sn, st, sth = steady(sb, b"#", True, skip, last)
         c, s = ct / cn / 1e6, st / sn / 1e6
         cams.append(c)
         sbs.append(s)
         print(f"  round {i}: cam {c * 1e3:.1f} µs/frame ({cn} frames), shutterbug {s * 1e3:.1f} µs/frame ({sn} frames), ratio {s / c:.3f}", flush=True)
         print(f"    by thread, µs/frame: cam {breakdown(cth, cn)}; shutterbug {breakdown(sth, sn)}", flush=True)
     mc, ms = statistics.median(cams), statistics.median(sbs)
-    # Each round's pair runs back to back, so its ratio is less exposed to the board's speed
-    # drifting over the run than the ratio of the medians (the figure), which may take its two
-    # medians from different rounds. Printed beside it, for reading the figure.
+    # Each round's pair runs back to back, so its ratio is less exposed to anything drifting over
+    # the run than the ratio of the medians (the figure), which may take its two medians from
+    # different rounds. Printed beside it, for reading the figure; counting instructions, the
+    # two agree.
     paired = statistics.median(s / c for c, s in zip(cams, sbs))
     print(f"median of the {rounds} rounds' own ratios: {paired:.3f}")
     print(f"median of {rounds} rounds: cam {mc * 1e3:.1f} µs/frame, shutterbug {ms * 1e3:.1f} µs/frame, ratio shutterbug/cam {ms / mc:.2f}")
