@@ -87,6 +87,8 @@ let package = Package(
                                                .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
                                                .product(name: "Logging", package: "swift-log")],
                 path: "Sources/Service/Server"),
+        // `shutterbug doctor`: the system's facts read as the user, judged by pure checks.
+        .target(name: "Doctor", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Service/Doctor"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 
         // Commands: argument parsing and printing.
@@ -94,7 +96,7 @@ let package = Package(
             name: "shutterbug",
             dependencies: [
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
-                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "Systemd", "Server", "ConfigFile",
+                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "Systemd", "Server", "ConfigFile", "Doctor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -127,6 +129,7 @@ let package = Package(
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
+        .testTarget(name: "DoctorTests", dependencies: ["Doctor"]),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "ProcessTriggers"]),
         .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),
         .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore", "SimulatedCamera", "Capture", "CaptureScheduler"]),

@@ -35,6 +35,12 @@ out=$("$build/shutterbug" focus --lens 1 2>&1); rc=$?
 echo "$out"
 step test "$rc" -ne 0
 step grep -q "no focus motor" <<<"$out"
+# doctor on a board with a camera (vimc): it finds it, names the libcamera it loaded and its
+# IPA modules, and the cameras check is ok.
+"$build/shutterbug" doctor
+out=$("$build/shutterbug" doctor --json)
+echo "$out"
+step python3 -c 'import json, sys; d = json.loads(sys.argv[1]); c = {x["name"]: x for x in d["checks"]}; assert d["cameras"], d; assert c["cameras"]["status"] == "ok", c["cameras"]; assert c["ipa"]["status"] == "ok", c["ipa"]; assert "vimc" in c["ipa"]["summary"], c["ipa"]' "$out"
 # The preview on vkms's display, from the simulated camera's dmabufs with no copy.
 out=$("$build/shutterbug" preview --camera sim:imx477 --duration 8 --json 2>&1)
 echo "$out"

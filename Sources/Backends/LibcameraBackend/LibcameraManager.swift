@@ -39,6 +39,15 @@ public final class LibcameraManager: @unchecked Sendable {
         return "\(v.major).\(v.minor).\(v.patch)"
     }
 
+    /// The libcamera loaded at run time, as it names itself ("v0.7.1+rpt20260429" for the
+    /// Raspberry Pi fork); it can differ from `libcameraVersion` when the library on the system
+    /// is not the one the binary was built against.
+    public static var runtimeVersion: String {
+        var buffer = [CChar](repeating: 0, count: 128)
+        _ = sbc_runtime_version(&buffer, buffer.count)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// The cameras libcamera sees, in its order.
     public var cameras: [CameraInfo] {
         let count = sbc_manager_camera_count(handle)

@@ -504,6 +504,18 @@ sbc_version sbc_compiled_version(void)
 	return { LIBCAMERA_VERSION_MAJOR, LIBCAMERA_VERSION_MINOR, LIBCAMERA_VERSION_PATCH };
 }
 
+size_t sbc_runtime_version(char *buffer, size_t size)
+{
+	/* A static string libcamera sets when it is built; reading it starts nothing. */
+	const std::string &v = CameraManager::version();
+	if (buffer && size > 0) {
+		size_t n = std::min(v.size(), size - 1);
+		std::memcpy(buffer, v.data(), n);
+		buffer[n] = '\0';
+	}
+	return v.size();
+}
+
 int sbc_manager_create(sbc_manager **out)
 {
 	return guarded([&] {

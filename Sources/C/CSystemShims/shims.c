@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/timex.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -177,4 +178,16 @@ int sbshim_eventfd(void)
 int sbshim_thread_name(const char *name)
 {
 	return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}
+
+int sbshim_clock_state(int *synchronised, long *max_error_us)
+{
+	struct timex t;
+	memset(&t, 0, sizeof t);
+	int state = adjtimex(&t);
+	if (state < 0)
+		return -errno;
+	*synchronised = state != TIME_ERROR && !(t.status & STA_UNSYNC);
+	*max_error_us = t.maxerror;
+	return 0;
 }

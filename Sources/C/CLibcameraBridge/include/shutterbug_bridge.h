@@ -41,6 +41,10 @@ typedef struct sbc_version {
 } sbc_version;
 
 sbc_version sbc_compiled_version(void);
+/* The version of the libcamera loaded at run time, as it names itself (CameraManager::version():
+ * "v0.7.1+rpt20260429" for the Raspberry Pi fork, "v0.0.3" for Debian 12's), copied into
+ * buffer (size bytes, NUL-terminated, cut if short). Returns the full length. */
+size_t sbc_runtime_version(char *buffer, size_t size);
 
 /* ---- manager --------------------------------------------------------------------------- */
 

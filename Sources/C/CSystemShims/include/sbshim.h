@@ -90,4 +90,9 @@ int sbshim_eventfd(void);
 /* Names the calling thread (15 bytes shown), as `top -H` and /proc/PID/task/TID/comm show it. */
 int sbshim_thread_name(const char *name);
 
+/* The kernel's clock discipline, read without changing it (adjtimex with no modes): *synchronised
+ * is 1 when the "unsynchronised" flag is clear (systemd-timesyncd and chrony clear it once they
+ * discipline the clock), *max_error_us the kernel's estimate of its maximum error. 0, or -errno. */
+int sbshim_clock_state(int *synchronised, long *max_error_us);
+
 #endif /* SBSHIM_H */
