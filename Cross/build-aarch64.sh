@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # Builds shutterbug for aarch64 (a Raspberry Pi 4 or 5 on a 64-bit OS), in release mode, with
-# the Swift runtime linked statically, from this x86-64 machine:
+# the Swift runtime linked statically, from this x86-64 machine, for the system Pi users have:
+# Raspberry Pi OS trixie and Debian 13 (glibc 2.41, libcamera 0.7.1).
 #
 #   1. a Debian unstable chroot (amd64) with Debian's own Swift 6.2.3 (swiftlang), pkgconf,
-#      git and the cross linker (binutils-aarch64-linux-gnu);
-#   2. an arm64 sysroot: the arm64 -dev packages Shutterbug links (libcamera 0.7.x, libdrm,
-#      libtiff, libjpeg-turbo, libexif, libsqlite3, libpng, libcurl, zlib, libstdc++) with
-#      everything they depend on, and the arm64 Swift runtime (swiftlang, libswiftlang),
-#      unpacked with dpkg-deb -x (the arm64 and amd64 swiftlang cannot be installed together);
+#      git and the cross linker (binutils-aarch64-linux-gnu): the compiler;
+#   2. an arm64 sysroot of Debian 13 (trixie) with trixie-backports: the arm64 -dev packages
+#      Shutterbug links (libcamera 0.7.1 from backports, libdrm, libtiff, libjpeg-turbo, libexif,
+#      libsqlite3, libpng, libcurl, zlib, libstdc++) with everything they depend on, as apt
+#      resolves them for a fresh trixie system; and, from unstable, only the arm64 Swift runtime
+#      (swiftlang, libswiftlang, without their dependencies), whose static archives hold
+#      unversioned references that bind to trixie's libc at link time. Each package's control
+#      files (symbols, shlibs) are kept in a dpkg database beside it for dpkg-shlibdeps;
 #   3. a Swift SDK bundle (swift-sdk.json + toolset.json) over that sysroot;
 #   4. `swift build --swift-sdk aarch64-unknown-linux-gnu -c release --static-swift-stdlib`
 #      in the chroot, the repository and this machine's Swift package mirror bound in, the
 #      pkg-config search confined to the sysroot.
 #
-# The chroot and the sysroot are made once and cached outside the repository, keyed by the
+# The chroot and the sysroot are made once and cached outside the repository, each keyed by its
 # package lists (and the day's package versions are recorded beside them, printed with the
 # build): ${SHUTTERBUG_CACHE:-~/.cache/shutterbug}/cross/KEY. Prints the binary's path, its
-# size and the shared libraries it needs (readelf -d).
+# size, the shared libraries it needs (readelf -d) and the highest GLIBC_ and GLIBCXX_ symbol
+# versions it asks for (Cross/check-glibc.sh fails the build past trixie's).
 #
 #   Cross/build-aarch64.sh            build (.build-aarch64/ in the repository, not committed)
 #   Cross/build-aarch64.sh --prepare  only make the chroot, sysroot and SDK
@@ -24,16 +29,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 mirror=${SHUTTERBUG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-suite=sid
+# The compiler's suite, and the target's: the suite the package is for, with its backports.
+host_suite=sid
+target_suite=trixie
 # Bump when the layout of the cache changes.
-layout=1
+layout=2
 host_packages="swiftlang libc6-dev pkgconf git ca-certificates binutils-aarch64-linux-gnu"
-target_packages="libc6-dev linux-libc-dev libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libsqlite3-dev libpng-dev libcurl4-openssl-dev zlib1g-dev swiftlang libswiftlang"
-key=$(printf '%s\n' "$layout" "$suite" "$host_packages" "$target_packages" | sha256sum | cut -c1-12)
+# From trixie (libcamera from trixie-backports: trixie itself has 0.4).
+target_packages="libc6-dev linux-libc-dev libcamera-dev/$target_suite-backports libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libsqlite3-dev libpng-dev libcurl4-openssl-dev zlib1g-dev"
+# From unstable, without dependencies: the Swift runtime and its static archives.
+runtime_packages="swiftlang libswiftlang"
+key=$(printf '%s\n' "$layout" "$host_suite" "$host_packages" | sha256sum | cut -c1-12)
+target_key=$(printf '%s\n' "$layout" "$target_suite" "$target_packages" "$host_suite" "$runtime_packages" | sha256sum | cut -c1-12)
 cache=${SHUTTERBUG_CACHE:-$HOME/.cache/shutterbug}/cross/$key
 root=$cache/root
-sysroot=$cache/sysroot
-sdk=$cache/sdk/shutterbug-aarch64.artifactbundle
+tcache=${SHUTTERBUG_CACHE:-$HOME/.cache/shutterbug}/cross/sysroot-$target_key
+sysroot=$tcache/sysroot
+admindir=$tcache/dpkg
+sdk=$tcache/sdk/shutterbug-aarch64.artifactbundle
 say() { echo "cross: $*" >&2; }
 
 need() {
@@ -45,12 +58,16 @@ need() {
 }
 need debootstrap qemu-aarch64-static
 
-# A private apt configuration for the suite (its own lists, cache and status; arm64 beside
+# A private apt configuration for the suites named (its own lists, cache and status; arm64 beside
 # amd64), so the system's apt sources are untouched.
 apt_private() {
 	local w=$1
+	shift
 	mkdir -p "$w/lists/partial" "$w/archives/partial" "$w/cache" "$w/etc/preferences.d"
-	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" >"$w/etc/sources.list"
+	: >"$w/etc/sources.list"
+	for s in "$@"; do
+		echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $s main" >>"$w/etc/sources.list"
+	done
 	: >"$w/status"
 	apt_opts=(-o Dir::Etc::SourceList="$w/etc/sources.list" -o Dir::Etc::SourceParts=/dev/null
 		-o Dir::Etc::Preferences="$w/etc/preferences" -o Dir::Etc::PreferencesParts="$w/etc/preferences.d"
@@ -63,11 +80,11 @@ apt_private() {
 
 make_root() {
 	[ -x "$root/usr/bin/swift" ] && return
-	say "making the $suite chroot with Swift (once; several minutes)"
+	say "making the $host_suite chroot with Swift (once; several minutes)"
 	mkdir -p "$cache"
 	if [ ! -f "$cache/.debootstrapped" ]; then
 		rm -rf "$root"
-		debootstrap --variant=minbase --include=ca-certificates "$suite" "$root" "$mirror" >"$cache/debootstrap.log" 2>&1 \
+		debootstrap --variant=minbase --include=ca-certificates "$host_suite" "$root" "$mirror" >"$cache/debootstrap.log" 2>&1 \
 			|| { tail -20 "$cache/debootstrap.log" >&2; exit 1; }
 		touch "$cache/.debootstrapped"
 	fi
@@ -82,36 +99,76 @@ make_root() {
 
 make_sysroot() {
 	[ -f "$sysroot/.complete" ] && return
-	say "making the arm64 sysroot (once)"
-	rm -rf "$sysroot"
+	say "making the arm64 $target_suite sysroot (once)"
+	rm -rf "$sysroot" "$admindir"
+	mkdir -p "$sysroot" "$admindir/info" "$admindir/updates"
+	: >"$admindir/status"
+	echo 1 >"$admindir/info/format"
+	: >"$tcache/target-versions.txt"
 	local w
 	w=$(mktemp -d)
-	apt_private "$w"
+	apt_private "$w" "$target_suite" "$target_suite-backports"
 	# libstdc++ and libgcc of the suite's default compiler, for the C++ bridge.
 	local gcc
 	gcc=$(apt-cache "${apt_opts[@]}" depends gcc:arm64 | grep -o 'gcc-[0-9][0-9]*' | sed -n 1p | cut -d- -f2)
 	local wanted=()
-	for p in $target_packages "libstdc++-$gcc-dev" "libgcc-$gcc-dev"; do wanted+=("$p:arm64"); done
-	# Everything they need, as a fresh arm64 system would install it (the status is empty).
-	apt-get "${apt_opts[@]}" -qq -y --download-only --no-install-recommends install "${wanted[@]}" >"$cache/sysroot-download.log" 2>&1 \
-		|| { tail -20 "$cache/sysroot-download.log" >&2; exit 1; }
-	mkdir -p "$sysroot"
-	: >"$cache/target-versions.txt"
-	: >"$cache/shlibs.txt"
-	for deb in "$w"/archives/*_arm64.deb "$w"/archives/*_all.deb; do
-		[ -f "$deb" ] || continue
-		dpkg-deb -x "$deb" "$sysroot"
-		local pv
-		pv="$(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)"
-		echo "$pv" >>"$cache/target-versions.txt"
-		# soname -> package version, for the Debian package's Depends.
-		dpkg-deb -c "$deb" | awk '{print $6}' | grep -E '/lib[^/]*\.so(\.[0-9]+)+$' | sed 's|.*/||' | while read -r so; do echo "$so $pv"; done >>"$cache/shlibs.txt" || true
+	for p in $target_packages "libstdc++-$gcc-dev" "libgcc-$gcc-dev"; do
+		case "$p" in */*) wanted+=("${p%%/*}:arm64/${p#*/}") ;; *) wanted+=("$p:arm64") ;; esac
 	done
+	# Everything they need, as a fresh arm64 system would install it (the status is empty).
+	apt-get "${apt_opts[@]}" -qq -y --download-only --no-install-recommends install "${wanted[@]}" >"$tcache/sysroot-download.log" 2>&1 \
+		|| { tail -20 "$tcache/sysroot-download.log" >&2; exit 1; }
+	for deb in "$w"/archives/*_arm64.deb "$w"/archives/*_all.deb; do
+		[ -f "$deb" ] && unpack "$deb" "$target_suite"
+	done
+	rm -rf "$w"
+	# The Swift runtime from unstable, alone: nothing of unstable's libc or libstdc++ comes in.
+	w=$(mktemp -d)
+	apt_private "$w" "$host_suite"
+	local p
+	for p in $runtime_packages; do
+		(cd "$w/archives" && apt-get "${apt_opts[@]}" -qq download "$p:arm64") >>"$tcache/sysroot-download.log" 2>&1 \
+			|| { tail -20 "$tcache/sysroot-download.log" >&2; exit 1; }
+	done
+	for deb in "$w"/archives/*_arm64.deb; do unpack "$deb" "$host_suite" runtime; done
 	rm -rf "$w"
 	# Absolute symlinks inside the sysroot point into it (relative), wherever it is mounted.
 	relink
 	usr_merge
 	touch "$sysroot/.complete"
+}
+
+# One package into the sysroot: its files, its version (target-versions.txt), and, for
+# dpkg-shlibdeps, its entry in a dpkg
+# database (status, file list, symbols and shlibs files) whose file list names the files where
+# they are in the sysroot.
+unpack() {
+	local deb=$1 suite=$2 role=${3:-}
+	dpkg-deb -x "$deb" "$sysroot"
+	local pkg ver arch
+	pkg=$(dpkg-deb -f "$deb" Package)
+	ver=$(dpkg-deb -f "$deb" Version)
+	arch=$(dpkg-deb -f "$deb" Architecture)
+	echo "$pkg $ver $suite${role:+ ($role)}" >>"$tcache/target-versions.txt"
+	[ -n "$role" ] && return
+	local ctl
+	ctl=$(mktemp -d)
+	dpkg-deb -e "$deb" "$ctl"
+	# dpkg's own naming (info/format 1): PKG:ARCH for Multi-Arch: same packages, else PKG.
+	local name=$pkg
+	[ "$(dpkg-deb -f "$deb" Multi-Arch)" = same ] && name=$pkg:$arch
+	for f in symbols shlibs; do
+		[ -f "$ctl/$f" ] && cp "$ctl/$f" "$admindir/info/$name.$f"
+	done
+	dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|; s|/$||' | grep -v '^/*$' | sed "s|^|$sysroot|" >"$admindir/info/$name.list"
+	{
+		sed -n '/^Package:/p; /^Architecture:/p; /^Multi-Arch:/p; /^Version:/p' "$ctl/control"
+		echo "Status: install ok installed"
+		echo "Maintainer: unknown"
+		echo "Description: unpacked into the sysroot"
+		echo
+	} >>"$admindir/status"
+	rm -rf "$ctl"
 }
 
 # What an installed system has beside the packages' files: the merged /usr links (libc's linker
@@ -176,7 +233,7 @@ make_root
 make_sysroot
 usr_merge
 make_sdk
-[ "${1:-}" = "--prepare" ] && { say "ready: $cache"; exit 0; }
+[ "${1:-}" = "--prepare" ] && { say "ready: $cache, $tcache"; exit 0; }
 
 # The build, in the chroot: the repository at /src, the sysroot at /sysroot, the SDK at /sdks,
 # and this machine's Swift package mirror where its git configuration says (the same URL
@@ -214,10 +271,12 @@ bin=$repo/.build-aarch64/aarch64-unknown-linux-gnu/release/shutterbug
 say "built in $((SECONDS - started)) s"
 echo "binary: $bin"
 echo "sysroot: $sysroot"
-echo "shlibs: $cache/shlibs.txt"
+echo "admindir: $admindir"
 echo "size: $(stat -c %s "$bin") bytes ($(du -h "$bin" | cut -f1))"
 echo "file: $(file -b "$bin" 2>/dev/null || true)"
 echo "needs:"
 readelf -d "$bin" | awk '/NEEDED/ {print "  " $5}' | tr -d '[]'
-echo "linked against (Debian $suite, arm64):"
-grep -E '^(libcamera0\.[0-9]+|libcamera-dev|libdrm2|libtiff6|libjpeg62-turbo|libexif12|libsqlite3-0|libpng16-16\S*|libcurl4\S*|libswiftlang|swiftlang) ' "$cache/target-versions.txt" | sed 's/^/  /' || true
+echo "linked against (Debian $target_suite with backports, arm64; the Swift runtime from $host_suite):"
+grep -E '^(libc6|libstdc\+\+6|libcamera0\.[0-9]+|libcamera-dev|libdrm2|libtiff6|libjpeg62-turbo|libexif12|libsqlite3-0|libpng16-16\S*|libcurl4\S*|libswiftlang|swiftlang) ' "$tcache/target-versions.txt" | sed 's/^/  /' || true
+# What the loader of a trixie system (glibc 2.41, GCC 14's libstdc++) must provide.
+Cross/check-glibc.sh "$bin" "$sysroot"

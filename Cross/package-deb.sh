@@ -3,9 +3,9 @@
 # binary (stripped), the systemd units, the service's default configuration (a conffile), the
 # udev rule, a man page generated from the command line's help, the copyright and changelog,
 # and maintainer scripts that create the `shutterbug` system user in the video, render and gpio
-# groups. Depends lists the shared libraries' Debian packages by name, each at least the
-# version the binary was linked against (found with dpkg -S on this machine for amd64; from
-# the arm64 sysroot's own packages for arm64). Then runs lintian on it.
+# groups. Depends is computed by dpkg-shlibdeps from the symbols and shlibs files of the
+# libraries the binary links (this machine's for amd64, the arm64 sysroot's dpkg database for
+# arm64). Then runs lintian on it.
 #
 #   Cross/package-deb.sh ARCH BINARY [OUTDIR]     ARCH: amd64 or arm64; OUTDIR: .build-deb
 #
@@ -114,29 +114,26 @@ mkdir -p "$work/man"
 mkdir -p "$stage/usr/share/man/man1"
 gzip -9n -c "$work/man/shutterbug.1" >"$stage/usr/share/man/man1/shutterbug.1.gz"
 
-# Depends: the package of every shared library the binary needs.
-needed=$(readelf -d "$bin" | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); print $5}')
-depends=()
-for so in $needed; do
-	if [ "$arch" = amd64 ]; then
-		path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ && !found++ {print $NF}')
-		[ -n "$path" ] || { say "no package holds $so"; exit 1; }
-		pkg=$(dpkg -S "$(realpath "$path")" 2>/dev/null | sed -n '1s/:.*//p') || true
-		[ -n "$pkg" ] || pkg=$(dpkg -S "$path" | sed -n '1s/:.*//p')
-		ver=$(dpkg-query -W -f '${Version}' "$pkg:amd64" 2>/dev/null || dpkg-query -W -f '${Version}' "$pkg")
-	else
-		pkg='' ver=''
-		# The dynamic loader is libc6's (its file is not named lib*).
-		key=$so
-		case "$so" in ld-linux-*) key=libc.so.6 ;; esac
-		read -r pkg ver < <(awk -v so="$key" '$1 == so && !found++ {print $2, $3}' "${SHUTTERBUG_ARM64_SHLIBS:?set SHUTTERBUG_ARM64_SHLIBS}") || true
-		[ -n "${pkg:-}" ] || { say "no package holds $so"; exit 1; }
-	fi
-	# The upstream part of the version is enough (a Debian revision or binNMU is not needed).
-	depends+=("$pkg (>= ${ver%%-*})")
-done
-depends+=("adduser")
-dep_line=$(printf '%s\n' "${depends[@]}" | sort -u | paste -sd, | sed 's/,/, /g')
+# Depends: what the binary needs, computed as Debian computes it (dpkg-shlibdeps): each shared
+# library's package from the symbols or shlibs file of the package that holds it, at the lowest
+# version that has every symbol the binary uses (libc6 at the highest symbol version really
+# used, libcamera0.7 at what its shlibs says, 0.7.1, so Raspberry Pi OS's 0.7.1+rpt, trixie-
+# backports' 0.7.1-1~bpo13+1 and unstable's 0.7.2 all satisfy it). amd64 asks this machine's
+# dpkg database; arm64 the sysroot's (Cross/build-aarch64.sh keeps one beside it).
+shlibdeps=(dpkg-shlibdeps -O)
+if [ "$arch" = arm64 ]; then
+	admindir=${SHUTTERBUG_ARM64_ADMINDIR:?set SHUTTERBUG_ARM64_ADMINDIR (Cross/build-aarch64.sh prints it)}
+	shlibdeps+=(--admindir="$admindir" -l"$sysroot/usr/lib/aarch64-linux-gnu" -l"$sysroot/usr/lib")
+fi
+# dpkg-shlibdeps reads debian/control and expects the binary under debian/PACKAGE.
+mkdir -p "$work/src/debian"
+printf 'Source: shutterbug\n\nPackage: shutterbug\nArchitecture: %s\n' "$arch" >"$work/src/debian/control"
+ln -s "$stage" "$work/src/debian/shutterbug"
+shlibs=$(cd "$work/src" && "${shlibdeps[@]}" -e"debian/shutterbug/usr/bin/shutterbug" 2>"$work/shlibdeps.log") \
+	|| { cat "$work/shlibdeps.log" >&2; say "dpkg-shlibdeps failed"; exit 1; }
+dep_line=$(sed -n 's/^shlibs:Depends=//p' <<<"$shlibs")
+[ -n "$dep_line" ] || { say "dpkg-shlibdeps found no dependencies: $shlibs"; exit 1; }
+dep_line="$dep_line, adduser"
 
 mkdir -p "$stage/DEBIAN"
 cat >"$stage/DEBIAN/control" <<EOF

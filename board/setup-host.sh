@@ -14,7 +14,8 @@ packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-de
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod udev
-		debootstrap qemu-user-static binutils-aarch64-linux-gnu lintian fakeroot file)
+		debootstrap mmdebstrap qemu-user-static binutils-aarch64-linux-gnu lintian fakeroot file curl
+		meson ninja-build libyaml-dev libgnutls28-dev)
 fi
 
 # From PyPI: rawpy and numpy for the colour tests, schemathesis to fuzz the service's API
@@ -25,6 +26,8 @@ python_packages() {
 	local want=()
 	python3 -c 'import rawpy, numpy' 2> /dev/null || want+=(rawpy numpy)
 	python3 -c 'import schemathesis' 2> /dev/null || want+=("schemathesis==4.32.5")
+	# libcamera's build generates its control headers with these (the fork, Cross/).
+	python3 -c 'import ply, jinja2, yaml' 2> /dev/null || want+=(ply jinja2 pyyaml)
 	[ ${#want[@]} -eq 0 ] && return 0
 	echo "setup-host: installing ${want[*]} from PyPI" >&2
 	python3 -m pip install --quiet "${want[@]}" 2> /dev/null ||

@@ -9,14 +9,18 @@
 #                  load (shutterbug-bench serve-load, 30 s idle and 30 s loaded): no slot of its
 #                  timelapse missed, brackets on consecutive frames as when idle
 #   libcamera      the bridge compiled with -Werror against 0.0.3 (the machine's), Debian 13's
-#                  0.4 and Debian unstable's 0.7.x headers
+#                  0.4, Debian unstable's 0.7.x, and the Raspberry Pi fork's 0.7.1+rpt (what
+#                  Raspberry Pi OS trixie ships) and `next` (built once from ../shared/vendor)
 #   virtual-board  a qemu VM with vimc, vkms and gpio-sim: the libcamera conformance suite on
 #                  vimc, the KMS and GPIO tests, the CLI on a camera without exposure controls
 #                  (the kernel is built once, about 6 minutes, and cached)
 #   cross          Cross/test-cross.sh: shutterbug for aarch64 with Debian unstable's Swift 6.2.3
-#                  (the chroot and arm64 sysroot made once and cached), a seeded bracket under
-#                  qemu whose files' metadata equals the x86 build's, the arm64 and amd64 Debian
-#                  packages checked by lintian, the amd64 one installed into a clean Debian root
+#                  against a Debian 13 arm64 sysroot (glibc 2.41; the chroot and sysroot made
+#                  once and cached), no symbol newer than trixie's, a seeded bracket under qemu
+#                  whose metadata equals the x86 build's, both Debian packages (Depends from
+#                  dpkg-shlibdeps) checked by lintian, the arm64 one installed with apt into a
+#                  Debian 13 arm64 root with backports (the Raspberry Pi OS stand-in) and the
+#                  amd64 one into Debian 12, each used there, upgraded over and purged
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +52,7 @@ api() {
 }
 
 run_tier api api
-run_tier libcamera Cross/check-libcamera.sh system trixie sid
+run_tier libcamera Cross/check-libcamera.sh system trixie sid rpt next
 run_tier virtual-board board/virtual/run.sh --timeout 900 -- bash board/virtual/tier.sh
 run_tier cross Cross/test-cross.sh
 

@@ -190,8 +190,10 @@ struct DoctorReaderTests {
             "/boot/firmware/config.txt": "camera_auto_detect=0\ndtoverlay=vc4-kms-v3d\n",
             "/sys/bus/i2c/devices/10-0051/name": "rtc-ds1307\n",
             "/proc/meminfo": "MemTotal:        3884484 kB\nCmaTotal:         262144 kB\nCmaFree:          200000 kB\n",
-            "/var/lib/dpkg/info/libcamera0.7:arm64.list": "/usr/lib/aarch64-linux-gnu/libcamera.so.0.7\n\(lib)\n",
-            "/var/lib/dpkg/status": "Package: libcamera0.7\nStatus: install ok installed\nArchitecture: arm64\nVersion: 0.7.1+rpt20260429-1\n\nPackage: zlib1g\nStatus: install ok installed\nVersion: 1:1.3\n",
+            "/dpkg/info/format": "1\n",
+            "/dpkg/info/libcamera0.7:arm64.list": "/usr/lib/aarch64-linux-gnu/libcamera.so.0.7\n\(lib)\n",
+            "/dpkg/status": "Package: libcamera0.7\nStatus: install ok installed\nArchitecture: arm64\nMulti-Arch: same\nMaintainer: m\nDescription: d\nVersion: 0.7.1+rpt20260429-1\n\nPackage: zlib1g\nStatus: install ok installed\nArchitecture: arm64\nMaintainer: m\nDescription: d\nVersion: 1:1.3\n",
+            "/dpkg/updates/.keep": "",
             "/usr/lib/aarch64-linux-gnu/libcamera/ipa/ipa_rpi_vc4.so": "",
             "/usr/lib/aarch64-linux-gnu/libcamera/ipa/ipa_rpi_vc4.so.sign": "",
             "/usr/share/libcamera/ipa/rpi/vc4/imx708.json": "{}",
@@ -202,7 +204,8 @@ struct DoctorReaderTests {
             "/var/lib/shutterbug/.keep": "",
         ])
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let reader = SystemReader(root: root)
+        // dpkg-query, as in the product, asked of the made-up system's database.
+        let reader = SystemReader(root: root, dpkgAdmindir: root + "/dpkg")
         let f = reader.read(libcamera: .init(runtimeVersion: "v0.7.1+rpt20260429", compiledVersion: "0.7.1", libraryPath: lib),
                             cameras: [], outputPath: "/var/lib/shutterbug")
         #expect(f.libcamera.package == "libcamera0.7" && f.libcamera.packageVersion == "0.7.1+rpt20260429-1")

@@ -7,15 +7,18 @@ import Glibc
 #endif
 
 /// Reads the facts `doctor` judges off this machine, as the user running it (never root):
-/// files under /proc, /sys, /dev, /boot, /etc, /var/lib/dpkg and /run, and two questions to
+/// files under /proc, /sys, /dev, /boot, /etc and /run, dpkg-query, and two questions to
 /// systemctl. Anything it cannot read stays nil, and the check says so.
 ///
 /// `root` prefixes every path, so a test can hand it a made-up tree.
 public struct SystemReader: Sendable {
     public var root: String
+    /// dpkg's database for dpkg-query (nil: its own default); a test's made-up system has one.
+    public var dpkgAdmindir: String?
 
-    public init(root: String = "") {
+    public init(root: String = "", dpkgAdmindir: String? = nil) {
         self.root = root
+        self.dpkgAdmindir = dpkgAdmindir
     }
 
     /// Fills the facts; the libcamera part comes from the caller (it alone links libcamera).
@@ -75,35 +78,18 @@ public struct SystemReader: Sendable {
         return nil
     }
 
-    /// The Debian package whose file list holds `path` (or the libcamera.so.X it resolves
-    /// from), and that package's version, from dpkg's database.
+    /// The Debian package that holds `path` and its version, from dpkg-query (dpkg's own
+    /// interface to its database), asked about the file and, failing that, about the name under
+    /// /usr/lib (a merged-/usr system maps /lib).
     func owningPackage(of path: String) -> (String, String)? {
-        let info = "/var/lib/dpkg/info"
-        let names = Set([path, (path as NSString).deletingLastPathComponent + "/" + soname(path), path.replacingOccurrences(of: "/usr/lib/", with: "/lib/")])
-        for file in list(info) where file.hasPrefix("libcamera") && file.hasSuffix(".list") {
-            guard let lines = text("\(info)/\(file)") else { continue }
-            if lines.split(separator: "\n").contains(where: { names.contains(String($0)) }) {
-                let package = String(file.dropLast(".list".count).prefix { $0 != ":" })
-                return (package, packageVersion(package) ?? "?")
-            }
-        }
-        return nil
-    }
-
-    /// "libcamera.so.0.7.1" -> "libcamera.so.0.7".
-    private func soname(_ path: String) -> String {
-        let name = (path as NSString).lastPathComponent
-        let parts = name.components(separatedBy: ".so.")
-        guard parts.count == 2 else { return name }
-        return parts[0] + ".so." + parts[1].split(separator: ".").prefix(2).joined(separator: ".")
-    }
-
-    func packageVersion(_ package: String) -> String? {
-        guard let status = text("/var/lib/dpkg/status") else { return nil }
-        for stanza in status.components(separatedBy: "\n\n") {
-            let lines = stanza.split(separator: "\n")
-            guard lines.contains("Package: \(package)"), lines.contains(where: { $0.hasPrefix("Status:") && $0.hasSuffix(" installed") }) else { continue }
-            if let v = lines.first(where: { $0.hasPrefix("Version: ") }) { return String(v.dropFirst("Version: ".count)) }
+        let admin = dpkgAdmindir.map { ["--admindir=\($0)"] } ?? []
+        for candidate in [path, path.hasPrefix("/lib/") ? "/usr" + path : path] {
+            guard let line = run("/usr/bin/dpkg-query", admin + ["-S", candidate]),
+                  let colon = line.range(of: ": ") else { continue }
+            // "libcamera0.7:arm64: /usr/lib/aarch64-linux-gnu/libcamera.so.0.7.1"
+            let package = String(line[..<colon.lowerBound].prefix { $0 != ":" && $0 != "," })
+            let version = run("/usr/bin/dpkg-query", admin + ["-W", "-f=${Version}", package]) ?? "?"
+            return (package, version)
         }
         return nil
     }
@@ -193,9 +179,12 @@ public struct SystemReader: Sendable {
     }
 
     /// `systemctl ARGS`' first line, or nil when it cannot be run.
-    func systemctl(_ args: String...) -> String? {
+    func systemctl(_ args: String...) -> String? { run("/usr/bin/systemctl", args) }
+
+    /// A program's first line of output, or nil when it cannot be run or prints nothing.
+    func run(_ executable: String, _ args: [String]) -> String? {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/systemctl")
+        p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = args
         let pipe = Pipe()
         p.standardOutput = pipe
