@@ -135,6 +135,13 @@ dep_line=$(sed -n 's/^shlibs:Depends=//p' <<<"$shlibs")
 [ -n "$dep_line" ] || { say "dpkg-shlibdeps found no dependencies: $shlibs"; exit 1; }
 dep_line="$dep_line, adduser"
 
+# The IPA modules a real camera needs, of the linked libcamera's own release: libcamera loads
+# no IPA module built for another, and an unversioned libcamera-ipa on Debian 13 would bring
+# trixie's 0.4 beside backports' 0.7.1 (apt leaves a recommendation out that no candidate meets;
+# `shutterbug doctor` then says how to install the right one).
+camera_release=$(grep -o 'libcamera0[.0-9]* (>= [^)]*)' <<<"$dep_line" | sed 's/.*>= \([0-9]*\.[0-9]*\).*/\1/' | head -1)
+ipa_recommends="libcamera-ipa${camera_release:+ (>= $camera_release)}"
+
 mkdir -p "$stage/DEBIAN"
 cat >"$stage/DEBIAN/control" <<EOF
 Package: shutterbug
@@ -143,7 +150,7 @@ Architecture: $arch
 Maintainer: Shutterbug maintainers <maintainers@shutterbug.invalid>
 Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 Depends: $dep_line
-Recommends: systemd
+Recommends: systemd, $ipa_recommends
 Section: video
 Priority: optional
 Homepage: https://github.com/shutterbug-camera/shutterbug
@@ -173,6 +180,12 @@ if [ "$1" = "configure" ]; then
 	for group in video render gpio; do
 		adduser --quiet shutterbug "$group" >/dev/null
 	done
+	# The service's state folder, for the photos and journals: systemd makes it when the
+	# service starts (StateDirectory=), but `sudo -u shutterbug shutterbug timelapse ...` before
+	# that must find it too. Left as it is when it exists (never taken from its owner).
+	if [ ! -d /var/lib/shutterbug ]; then
+		install -d -o shutterbug -g shutterbug -m 0755 /var/lib/shutterbug
+	fi
 	# The udev rule gives the gpio group the GPIO chips and video the DMA heaps.
 	if [ -d /run/udev ] && command -v udevadm >/dev/null; then
 		udevadm control --reload-rules || true

@@ -12,7 +12,8 @@
 #                  0.4, Debian unstable's 0.7.x, and the Raspberry Pi fork's 0.7.1+rpt (what
 #                  Raspberry Pi OS trixie ships) and `next` (built once from ../shared/vendor)
 #   virtual-board  a qemu VM with vimc, vkms and gpio-sim: the libcamera conformance suite on
-#                  vimc, the KMS and GPIO tests, the CLI on a camera without exposure controls
+#                  vimc, the KMS and GPIO tests, the CLI on a camera without exposure controls;
+#                  the conformance suite and the CLI again against the Raspberry Pi fork
 #                  (the kernel is built once, about 6 minutes, and cached)
 #   cross          Cross/test-cross.sh: shutterbug for aarch64 with Debian unstable's Swift 6.2.3
 #                  against a Debian 13 arm64 sysroot (glibc 2.41; the chroot and sysroot made
@@ -53,7 +54,15 @@ api() {
 
 run_tier api api
 run_tier libcamera Cross/check-libcamera.sh system trixie sid rpt next
-run_tier virtual-board board/virtual/run.sh --timeout 900 -- bash board/virtual/tier.sh
+# The board runs everything twice over: against Debian 12's libcamera and against the Raspberry
+# Pi fork (built by the libcamera tier), for which the bridge and tests are built here first.
+board() {
+	local prefix pc
+	prefix=$(Cross/build-libcamera-fork.sh rpt) && pc=$(Cross/fork-pkg-config.sh) &&
+		PKG_CONFIG_PATH=$pc swift build --build-tests --scratch-path .build-fork &&
+		board/virtual/run.sh --timeout 1200 -- env SHUTTERBUG_FORK_PREFIX="$prefix" bash board/virtual/tier.sh
+}
+run_tier virtual-board board
 run_tier cross Cross/test-cross.sh
 
 echo "tiers: $passed passed, $failed failed"

@@ -133,6 +133,24 @@ struct DoctorCheckTests {
         #expect(try check("libcamera", f).status == .problem)
     }
 
+    @Test("an IPA package of another release than the library (Debian 13's 0.4 beside backports' 0.7.1) is a problem whose fix names backports")
+    func ipaMismatch() throws {
+        var f = Self.healthyPi()
+        f.libcamera.packageVersion = "0.7.1-1~bpo13+1"
+        f.ipaPackageVersion = "0.4.0-7"
+        let c = try check("ipa", f)
+        #expect(c.status == .problem && c.summary.contains("libcamera-ipa is 0.4.0-7"), "\(c.summary)")
+        #expect(c.fix == "sudo apt install -t trixie-backports libcamera-ipa")
+        f.ipaPackageVersion = "0.7.1-1~bpo13+1"
+        #expect(try check("ipa", f).status == .ok)
+        // The fork's versions: the same release, whatever the +rpt suffix.
+        f.libcamera.packageVersion = "0.7.1+rpt20260429-1"
+        f.ipaPackageVersion = "0.7.1+rpt20260429-1"
+        #expect(try check("ipa", f).status == .ok)
+        f.ipaModules = []
+        #expect(try check("ipa", f).status == .problem, "a Pi without IPA modules")
+    }
+
     @Test("the disk, the clock and the service: thresholds and what could not be read")
     func diskClockService() throws {
         var f = Self.healthyPi()
@@ -192,7 +210,7 @@ struct DoctorReaderTests {
             "/proc/meminfo": "MemTotal:        3884484 kB\nCmaTotal:         262144 kB\nCmaFree:          200000 kB\n",
             "/dpkg/info/format": "1\n",
             "/dpkg/info/libcamera0.7:arm64.list": "/usr/lib/aarch64-linux-gnu/libcamera.so.0.7\n\(lib)\n",
-            "/dpkg/status": "Package: libcamera0.7\nStatus: install ok installed\nArchitecture: arm64\nMulti-Arch: same\nMaintainer: m\nDescription: d\nVersion: 0.7.1+rpt20260429-1\n\nPackage: zlib1g\nStatus: install ok installed\nArchitecture: arm64\nMaintainer: m\nDescription: d\nVersion: 1:1.3\n",
+            "/dpkg/status": "Package: libcamera0.7\nStatus: install ok installed\nArchitecture: arm64\nMulti-Arch: same\nMaintainer: m\nDescription: d\nVersion: 0.7.1+rpt20260429-1\n\nPackage: libcamera-ipa\nStatus: install ok installed\nArchitecture: arm64\nMulti-Arch: same\nMaintainer: m\nDescription: d\nVersion: 0.4.0-7\n\nPackage: zlib1g\nStatus: install ok installed\nArchitecture: arm64\nMaintainer: m\nDescription: d\nVersion: 1:1.3\n",
             "/dpkg/updates/.keep": "",
             "/usr/lib/aarch64-linux-gnu/libcamera/ipa/ipa_rpi_vc4.so": "",
             "/usr/lib/aarch64-linux-gnu/libcamera/ipa/ipa_rpi_vc4.so.sign": "",
@@ -209,6 +227,7 @@ struct DoctorReaderTests {
         let f = reader.read(libcamera: .init(runtimeVersion: "v0.7.1+rpt20260429", compiledVersion: "0.7.1", libraryPath: lib),
                             cameras: [], outputPath: "/var/lib/shutterbug")
         #expect(f.libcamera.package == "libcamera0.7" && f.libcamera.packageVersion == "0.7.1+rpt20260429-1")
+        #expect(f.ipaPackageVersion == "0.4.0-7")
         #expect(f.boardModel == "Raspberry Pi 4 Model B Rev 1.5")
         #expect(f.bootConfigPath == "/boot/firmware/config.txt" && f.bootConfig?.first == "camera_auto_detect=0")
         #expect(f.probedSensors == ["rtc-ds1307"])
@@ -224,6 +243,7 @@ struct DoctorReaderTests {
         #expect(cameras.status == .problem && cameras.summary.contains("neither camera_auto_detect=1"), "\(cameras.summary)")
         #expect(checks.first { $0.name == "service-user" }?.status == .problem, "the made-up shutterbug user is not in gpio")
         #expect(checks.first { $0.name == "dma-heap" }?.status == .problem)
+        #expect(checks.first { $0.name == "ipa" }?.status == .problem, "the made-up system's libcamera-ipa is 0.4")
     }
 
     @Test("an empty root: nothing is found, nothing crashes, and no check claims what it could not read")

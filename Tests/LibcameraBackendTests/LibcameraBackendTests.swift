@@ -107,14 +107,17 @@ struct LibcameraBackendTests {
 }
 
 /// vimc's sensor shows 75% colour bars: white, yellow, cyan, green, magenta, red, blue, black,
-/// eight equal columns. Checks the bar centres on a row near the top (the middle carries text).
+/// eight equal columns, with its controls' values written as text from the top left. Checks the
+/// bar centres on a row near the bottom, clear of that text both where libcamera scales a third
+/// of the frame up (0.0.3) and where it scales the sensor's 1920x1080 down (0.1 and later on
+/// kernels from 5.16: there the text covers the top tenth).
 func vimcColourBars(_ b: any FrameBuffer) -> String? {
     let bars: [(UInt8, UInt8, UInt8)] = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0), (191, 0, 191), (191, 0, 0), (0, 0, 191), (0, 0, 0)]
     // libcamera's BGR888 is R, G, B bytes in memory; RGB888 is B, G, R.
     guard b.pixelFormat == .bgr888 || b.pixelFormat == .rgb888 else { return "unexpected format \(b.pixelFormat)" }
     let swap = b.pixelFormat == .rgb888
     return b.withUnsafeBytes { bytes -> String? in
-        let row = 10 * b.planes[0].stride
+        let row = (b.height - 10) * b.planes[0].stride
         for (i, bar) in bars.enumerated() {
             let x = (2 * i + 1) * b.width / 16
             var px = (bytes[row + 3 * x], bytes[row + 3 * x + 1], bytes[row + 3 * x + 2])

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Runs inside the virtual board (board/virtual/run.sh board/virtual/tier.sh): the libcamera
 # conformance suite against vimc, the vkms (writeback, preview) and gpio-sim tests, the CLI on
-# vimc, and the preview of the simulated camera on vkms.
+# vimc, and the preview of the simulated camera on vkms; then the conformance suite and the CLI
+# on vimc again against the Raspberry Pi fork of libcamera (.build-fork).
 set -u
 build=${SHUTTERBUG_BUILD_DIR:-.build/debug}
 failed=0
@@ -162,4 +163,40 @@ step grep -q '"journalIntegrity":"ok"' /tmp/tl2.out
 step test "$(sqlite3 /tmp/tl-vimc/timelapse.sqlite "SELECT count(*), count(DISTINCT idx), min(idx), max(idx) FROM slots")" = "20|20|0|19"
 step test "$(grep -c '"state":"taken"' /tmp/tl2.out)" -ge 2
 step djpeg -outfile /dev/null "$(sqlite3 /tmp/tl-vimc/timelapse.sqlite "SELECT path FROM files WHERE path LIKE '%.jpg' ORDER BY rowid DESC LIMIT 1")"
+
+# The same conformance suite and CLI checks against the Raspberry Pi fork of libcamera (what
+# Raspberry Pi OS trixie ships, v0.7.1+rpt20260429, built once from ../shared/vendor with the
+# vimc pipeline): the bridge compiled against its headers (the test command builds
+# .build-fork with its pkg-config), the binaries run with its libraries.
+# SHUTTERBUG_FORK_PREFIX is the fork's install prefix (Cross/build-libcamera-fork.sh rpt).
+fork=${SHUTTERBUG_FORK_BUILD:-.build-fork/debug}
+prefix=${SHUTTERBUG_FORK_PREFIX:-}
+if [ -x "$fork/shutterbug" ] && [ -d "$prefix/lib" ]; then
+	export LD_LIBRARY_PATH=$prefix/lib
+	echo "--- board: the Raspberry Pi fork, $("$fork/shutterbug" --version) from $prefix"
+	step "$fork/ShutterbugPackageTests.xctest" --testing-library swift-testing --filter 'LibcameraBackendTests'
+	out=$("$fork/shutterbug" cameras 2>&1)
+	echo "$out"
+	step grep -q "libcamera 0.7.1 cameras" <<<"$out"
+	step grep -q "platform/vimc" <<<"$out"
+	out=$("$fork/shutterbug" stream --frames 5 --exposure 1/250 --gain 2 --size 636x480 2>&1)
+	echo "$out" | tail -3
+	step grep -q "does not support .*ExposureTime.*AnalogueGain" <<<"$out"
+	step grep -q "^5 frames" <<<"$out"
+	out=$("$fork/shutterbug" bracket --ev -1,0,1 --role viewfinder 2>&1); rc=$?
+	echo "$out" | tail -2
+	step test "$rc" -ne 0
+	step grep -q "does not support ExposureTime and AnalogueGain" <<<"$out"
+	out=$(timeout -k 5 120 "$fork/shutterbug" trigger --role viewfinder --simulated regular:1s --count 2 --output /tmp/trg-fork --json 2>&1)
+	echo "$out" | grep -v '^\[' | tail -2
+	step grep -q '"captured":2' <<<"$out"
+	step djpeg -outfile /dev/null "$(ls /tmp/trg-fork/*/*.jpg | head -1)"
+	out=$("$fork/shutterbug" doctor --json)
+	echo "$out"
+	step python3 -c 'import json, sys; d = json.loads(sys.argv[1]); c = {x["name"]: x for x in d["checks"]}; assert d["libcamera"].lstrip("v").startswith("0.7.1"), d["libcamera"]; assert d["compiledAgainst"] == "0.7.1", d; assert c["cameras"]["status"] == "ok", c["cameras"]; assert c["libcamera"]["status"] == "ok", c["libcamera"]' "$out"
+	unset LD_LIBRARY_PATH
+else
+	echo "--- board: no build against the Raspberry Pi fork at $fork, or no SHUTTERBUG_FORK_PREFIX (the test command makes both)"
+	failed=1
+fi
 exit $failed

@@ -90,6 +90,8 @@ public struct DoctorFacts: Sendable {
     /// The folder the IPA modules are loaded from, and the modules there (nil: not found).
     public var ipaDirectory: String?
     public var ipaModules: [String] = []
+    /// The installed libcamera-ipa package's version (nil: not installed, or not from a package).
+    public var ipaPackageVersion: String?
     /// Tuning files by pipeline ("vc4": ["imx708.json", ...]) under the folder named.
     public var tuningDirectory: String?
     public var tuningFiles: [String: [String]] = [:]
@@ -191,16 +193,19 @@ public enum Doctor {
 
     static func pipelineFiles(_ f: DoctorFacts) -> [DoctorCheck] {
         var out: [DoctorCheck] = []
-        if let dir = f.ipaDirectory {
-            if f.ipaModules.isEmpty {
-                out.append(DoctorCheck("ipa", .problem, "no IPA modules in \(dir): libcamera will find no camera it can control",
-                                       fix: "sudo apt install --reinstall libcamera-ipa"))
-            } else {
-                out.append(DoctorCheck("ipa", .ok, "IPA modules in \(dir): \(f.ipaModules.joined(separator: ", "))"))
-            }
+        // The IPA package must be the library's own release: libcamera loads no IPA module built
+        // for another (Debian 13's libcamera-ipa is 0.4 where backports' libcamera0.7 is 0.7.1).
+        let install = "sudo apt install \(f.libcamera.packageVersion?.contains("~bpo") == true ? "-t trixie-backports " : "")libcamera-ipa"
+        let release = { (v: String) in String(v.drop { !$0.isNumber }).split(separator: ".").prefix(2).joined(separator: ".") }
+        if let ipa = f.ipaPackageVersion, let lib = f.libcamera.packageVersion, release(ipa) != release(lib) {
+            out.append(DoctorCheck("ipa", .problem, "libcamera-ipa is \(ipa) but the library is \(lib): libcamera loads no IPA module of another release, so no camera will work",
+                                   fix: install))
+        } else if let dir = f.ipaDirectory, !f.ipaModules.isEmpty {
+            out.append(DoctorCheck("ipa", .ok, "IPA modules in \(dir): \(f.ipaModules.joined(separator: ", "))"))
         } else {
-            out.append(DoctorCheck("ipa", .unknown, "could not find libcamera's IPA module folder (no lib…/libcamera/ipa beside the library)",
-                                   fix: "sudo apt install libcamera-ipa"))
+            let status: DoctorCheck.Status = f.boardModel?.contains("Raspberry Pi") == true ? .problem : .warning
+            out.append(DoctorCheck("ipa", status, "no IPA modules\(f.ipaDirectory.map { " in \($0)" } ?? " beside the library"): libcamera will control no camera",
+                                   fix: install))
         }
         if let dir = f.tuningDirectory {
             let listing = f.tuningFiles.keys.sorted().map { "\($0): \(f.tuningFiles[$0]!.count) sensors" }.joined(separator: ", ")

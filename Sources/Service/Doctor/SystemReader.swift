@@ -35,6 +35,11 @@ public struct SystemReader: Sendable {
         f.libcamera = l
         f.cameras = cameras
         (f.ipaDirectory, f.ipaModules) = ipaModules(libraryPath: l.libraryPath)
+        if l.package != nil {
+            let admin = dpkgAdmindir.map { ["--admindir=\($0)"] } ?? []
+            f.ipaPackageVersion = run("/usr/bin/dpkg-query", admin + ["-W", "-f=${Status} ${Version}", "libcamera-ipa"])
+                .flatMap { $0.hasPrefix("install ok installed ") ? String($0.dropFirst("install ok installed ".count)) : nil }
+        }
         (f.tuningDirectory, f.tuningFiles) = tuningFiles()
         f.boardModel = text("/proc/device-tree/model").map { String($0.prefix { $0 != "\0" && $0 != "\n" }) }
         for path in ["/boot/firmware/config.txt", "/boot/config.txt"] {
