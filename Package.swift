@@ -132,7 +132,7 @@ let package = Package(
         .testTarget(name: "DoctorTests", dependencies: ["Doctor"]),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "ProcessTriggers"]),
         .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),
-        .testTarget(name: "BoardTests", dependencies: ["LinuxGPIO", "KMS", "ShutterbugCore", "SimulatedCamera", "Capture", "CaptureScheduler"]),
+        .testTarget(name: "BoardTests", dependencies: ["TestSupport", "LinuxGPIO", "KMS", "ShutterbugCore", "SimulatedCamera", "Capture", "CaptureScheduler"]),
         .testTarget(
             name: "LibcameraBackendTests",
             dependencies: ["LibcameraBackend", "ShutterbugCore", "CameraConformance"]

@@ -4,6 +4,7 @@ import Foundation
 import LinuxGPIO
 import ShutterbugCore
 import SimulatedCamera
+import TestSupport
 import Testing
 
 extension BoardTests {
@@ -19,6 +20,14 @@ struct GPIOTriggerBoardTests {
         case captured(ok: Bool)
         case sourceEnded
         case stormOver(Duration)
+    }
+
+    /// The source's first trigger, or nil when none came within `limit`.
+    func firstTrigger(of source: GPIOTriggerSource, within limit: Duration) async throws -> Trigger? {
+        try await withDeadline(limit, "an edge from \(source.name)", orNil: true) {
+            for await t in source.triggers() { return t }
+            return nil
+        }
     }
 
     @Test("a storm of toggles as fast as sysfs allows, while captures run: every edge the kernel saw is a capture, coalesced, dropped or counted lost, and a press after it is still captured")
@@ -150,6 +159,57 @@ struct GPIOTriggerBoardTests {
             // Shutter lag: at most the pipeline (the session's requests in flight) plus a frame.
             #expect(lag.toExposureStart < .milliseconds(250), "trigger \(t.sequence): lag \(lag.toExposureStart)")
         }
+    }
+
+    @Test("a debounced edge's instant is when the line settled, not when the kernel's debounce timer fired a period later")
+    func debouncedInstant() async throws {
+        let pull = try pull()
+        try "pull-down".write(toFile: pull, atomically: false, encoding: .utf8)
+        let period = Duration.milliseconds(100)
+        let source = try GPIOTriggerSource(line: "shutter", edges: .rising, debounce: period)
+        defer { source.stopAndWait() }
+        let before = MonotonicClock.now()
+        try "pull-up".write(toFile: pull, atomically: false, encoding: .utf8)
+        defer { try? "pull-down".write(toFile: pull, atomically: false, encoding: .utf8) }
+        let first = try await firstTrigger(of: source, within: .seconds(5))
+        let t = try #require(first, "no edge within 5 s of pulling the line up")
+        let stamped = t.instant + period - before
+        print("debounce \(period.millisecondsDescription): the kernel stamped the edge \(stamped.millisecondsDescription) after the pull; the trigger's instant is \((t.instant - before).millisecondsDescription) after it")
+        // The kernel stamps when its timer fires (a period after the change): taken as it is,
+        // every debounced trigger would wait a period longer than the press asked for.
+        #expect(t.instant >= before, "the instant is before the line changed")
+        #expect(t.instant - before < period, "the instant is still a debounce period late")
+    }
+
+    @Test("a line whose chip goes away (gpio-sim deleted, as an overlay or a USB expander removed) ends the source with the reason, without spinning")
+    func chipRemoved() async throws {
+        let config = "/sys/kernel/config/gpio-sim/board-gone"
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: config + "/bank0", withIntermediateDirectories: true)
+        defer {
+            try? "0".write(toFile: config + "/live", atomically: false, encoding: .utf8)
+            rmdir(config + "/bank0")
+            rmdir(config)
+        }
+        try "2".write(toFile: config + "/bank0/num_lines", atomically: false, encoding: .utf8)
+        try "1".write(toFile: config + "/live", atomically: false, encoding: .utf8)
+        let chip = try String(contentsOfFile: config + "/bank0/chip_name", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let source = try GPIOTriggerSource(line: "\(chip):0", edges: .both)
+        #expect(source.failure == nil)
+        let ended = Task { () -> Int in
+            var n = 0
+            for await _ in source.triggers() { n += 1 }
+            return n
+        }
+        let cpuBefore = ProcessCPU.now()
+        try "0".write(toFile: config + "/live", atomically: false, encoding: .utf8)
+        let result = try await withDeadline(.seconds(5), "the source to end after its chip went away") { await ended.value }
+        let cpu = ProcessCPU.now() - cpuBefore
+        let failure = try #require(source.failure, "the source ended without saying why")
+        print("chip removed: \(failure) (\(result) edges before; \(cpu.millisecondsDescription) CPU)")
+        #expect(failure.message.contains("went away"))
+        #expect(cpu < .seconds(1), "the reading thread spun")
+        source.stopAndWait()
     }
 
     @Test("an output line (a busy LED) on gpio-sim: inactive when requested, active while any holder holds it, active-low inverted, inactive again when released")

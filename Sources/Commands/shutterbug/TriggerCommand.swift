@@ -367,7 +367,15 @@ struct TriggerCommand: AsyncParsableCommand {
             preview.close()
             notice(preview.summaryLine)
         }
-        summary(q.counts, lags: lags, why: stopping ?? "the trigger source ended", source: source.name)
+        let failure = stopping == nil ? source.failure : nil
+        summary(q.counts, lags: lags, why: stopping ?? failure?.description ?? "the trigger source ended", source: source.name)
+        // Exit non-zero when the source broke down, or when any trigger asked for a photo that
+        // was not taken: a shutter that silently failed is the worst kind.
+        if let failure { throw failure }
+        let c = q.counts
+        if c.failed > 0 {
+            throw ShutterbugError(.system, "\(c.failed) of \(c.seen) triggers' captures failed (\(c.captured) captured); the reasons are above")
+        }
     }
 
     /// One capture exposed after `t`, with its lags.

@@ -203,6 +203,14 @@ public final class ServiceTrigger: Sendable {
         q.lostBySource(h.kernelLost())
         count()
         let why = stopping.withLock { $0 }
+        if why == nil, let failure = h.source.failure {
+            service.logger.error("trigger '\(d.name)' failed: \(failure)")
+            progress.withLock { p in
+                p.state = .failed
+                p.message = failure.description
+            }
+            return
+        }
         progress.withLock { p in
             p.state = .stopped
             p.message = why ?? "the source ended"

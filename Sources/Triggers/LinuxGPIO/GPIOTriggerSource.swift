@@ -16,13 +16,18 @@ public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
     public let chipPath: String
     public let offset: Int
     private let request: GPIOEdgeRequest
+    /// Subtracted from each edge's kernel timestamp (see `init`).
+    public let debounce: Duration
     private let wake: Int32
-    private let counters = Mutex((edges: 0, kernelLost: 0, stopped: false))
+    private let counters = Mutex((edges: 0, kernelLost: 0, stopped: false, failure: ShutterbugError?.none))
     private let reader = TriggerReaderThread()
 
     /// Edges read, and edges the kernel reports it lost.
     public var edgesRead: Int { counters.withLock { $0.edges } }
     public var kernelLost: Int { counters.withLock { $0.kernelLost } }
+    /// Set when the line went away under the source (its chip unregistered: gpio-sim deleted,
+    /// an overlay or a USB expander removed) and the sequence ended for it.
+    public var failure: ShutterbugError? { counters.withLock { $0.failure } }
 
     /// A line by name (the device tree's "GPIO17", or a gpio-sim label), searched on every
     /// chip, or as CHIP:OFFSET (`gpiochip0:17`, `/dev/gpiochip0:17`).
@@ -48,8 +53,14 @@ public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
             : "no GPIO line named '\(spec)' on \(paths.joined(separator: ", ")); give a line name or CHIP:OFFSET, e.g. gpiochip0:17")
     }
 
+    /// - Parameter debounce: the kernel's debounce period. The kernel debounces in software on
+    ///   every Raspberry Pi (and on gpio-sim): it timestamps an edge when the debounce timer
+    ///   fires, one period after the line last changed, so each edge's instant is its
+    ///   timestamp less the period (never earlier than the settled edge itself; measured on
+    ///   gpio-sim by the board tier).
     public init(line spec: String, edges: GPIOEdges = .falling, bias: GPIOBias? = nil, activeLow: Bool = false, debounce: Duration? = nil) throws {
         let (chip, offset) = try Self.find(spec)
+        self.debounce = debounce ?? .zero
         request = try chip.requestEdges(offset: offset, edges: edges, bias: bias, activeLow: activeLow, debounce: debounce)
         let fd = sbgpio_wakeup_fd()
         guard fd >= 0 else { throw ShutterbugError.fromErrno(fd, while: "creating the GPIO trigger's eventfd") }
@@ -83,6 +94,11 @@ public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
         reader.join()
     }
 
+    private func fail(_ message: String, errno code: Int32? = nil) {
+        let error = code.map { ShutterbugError(.system, message, errno: $0) } ?? ShutterbugError(.system, message)
+        counters.withLock { if $0.failure == nil && !$0.stopped { $0.failure = error } }
+    }
+
     private func read(into out: AsyncStream<Trigger>.Continuation) {
         var fds = [pollfd(fd: request.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
         var lastSeqno: UInt32?
@@ -103,12 +119,24 @@ public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
                 stopping = true
                 continue
             }
-            guard fds[0].revents & Int16(POLLIN) != 0 else {
+            let revents = fds[0].revents
+            guard revents & Int16(POLLIN) != 0 else {
+                // A line whose chip is gone polls as hung up (POLLHUP | POLLERR) without
+                // POLLIN, forever: the end of this source, not something to poll again.
+                if revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 {
+                    fail("the GPIO line \(offset) of \(chipPath) went away (its chip was removed)")
+                    break
+                }
                 if stopping { break }
                 continue
             }
             let got = events.withUnsafeMutableBytes { Glibc.read(request.fd, $0.baseAddress, $0.count) }
-            guard got > 0 else { break }
+            guard got > 0 else {
+                if got < 0, errno != EAGAIN {
+                    fail("cannot read edges from line \(offset) of \(chipPath)", errno: errno)
+                }
+                break
+            }
             for e in events.prefix(got / size) {
                 // line_seqno counts every edge the kernel saw on this line; a jump is edges
                 // that overflowed its buffer before we read them.
@@ -119,7 +147,7 @@ public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
                     $0.kernelLost += max(0, lost)
                 }
                 sequence += 1 + UInt64(max(0, lost))
-                out.yield(Trigger(instant: SensorTime(nanoseconds: Int64(e.timestamp_ns)), source: name, sequence: sequence))
+                out.yield(Trigger(instant: SensorTime(nanoseconds: Int64(e.timestamp_ns)) - debounce, source: name, sequence: sequence))
             }
         }
     }

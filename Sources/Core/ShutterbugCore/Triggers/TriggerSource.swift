@@ -23,4 +23,11 @@ public protocol TriggerSource: Sendable {
     var name: String { get }
     /// The triggers, in order; the sequence ends when the source does.
     func triggers() -> AsyncStream<Trigger>
+    /// Why the sequence ended on its own, when that was a failure (a GPIO chip that went away);
+    /// `nil` while it runs, after `stop()`, and for a source that simply ran out.
+    var failure: ShutterbugError? { get }
+}
+
+extension TriggerSource {
+    public var failure: ShutterbugError? { nil }
 }
