@@ -313,3 +313,54 @@ struct WriterLoadTests {
         #expect(writer.pool.load.peak <= 3 * frame, "the pool never held more than one capture: \(writer.pool.load.peak)")
     }
 }
+
+@Suite("A capture that fails part-way", .timeLimit(.minutes(2)))
+struct PartialCaptureTests {
+    @Test("a bracket whose camera stalls part-way still writes the steps it captured and a sidecar naming the missing ones, then fails with the cause")
+    func stalledBracketKeepsItsSteps() async throws {
+        let root = NSTemporaryDirectory() + "sb-partial-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var o = SimulationOptions()
+        o.clock = .realTime
+        o.faults.stallAtFrame = 24
+        o.faults.stallDuration = .seconds(30)
+        let profile = SensorProfile.imx708
+        let cam = SimulatedCamera(profile: profile, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        let config = try await session.start(streams: [StreamRequest(role: .video, width: 640, height: 480)], preparedBracketCount: 3)
+        let writer = try PhotoFileWriter(directory: try OutputDirectory(path: root, reserve: 0), streams: config.streams,
+                                         camera: CameraDescription(profile: profile), pool: ProcessingPool(workers: 2))
+        var captured: [Int] = [], written: [WrittenFile] = []
+        var thrown: ShutterbugError?
+        do {
+            for try await e in writer.capture(PhotoSettings(bracket: .lensPositions([0.5, 5, 10].map { Dioptres($0) }), formats: [.jpeg]), on: session) {
+                switch e {
+                case .photoCaptured(let s, _): captured.append(s.index + 1)
+                case .fileWritten(let f): written.append(f)
+                default: break
+                }
+            }
+        } catch let e as ShutterbugError {
+            thrown = e
+        }
+        await session.stop()
+        let error = try #require(thrown, "the stalled bracket did not fail")
+        // Which step the stall meets depends on how fast the lens got there (real time): the
+        // steps before it are captured, the rest missing, and the files say exactly that.
+        let k = captured.count
+        try #require((1...2).contains(k), "captured \(captured): the stall at frame 24 should fall inside the bracket")
+        let missing = Array(k + 1...3)
+        #expect(captured == Array(1...k))
+        #expect(error.code == .timeout)
+        #expect(error.message.contains("captured and written, step\(missing.count == 1 ? "" : "s") \(missing.map(String.init).joined(separator: ",")) missing"), "\(error)")
+        #expect(written.filter { $0.format == "jpeg" }.compactMap(\.step).sorted() == captured)
+        for f in written { #expect(FileManager.default.fileExists(atPath: f.path), "\(f.path)") }
+        let sidecar = try #require(written.first { $0.format == "json" }, "no sidecar")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: sidecar.path))) as? [String: Any])
+        let incomplete = try #require(json["incomplete"] as? [String: Any], "the sidecar does not say the capture is incomplete")
+        #expect(incomplete["missingSteps"] as? [Int] == missing)
+        #expect((json["steps"] as? [[String: Any]])?.compactMap { $0["step"] as? Int } == captured)
+        #expect(await session.photosHeld == 0, "a buffer was not given back")
+    }
+}

@@ -214,41 +214,49 @@ struct Bracket: AsyncParsableCommand {
         let fileWriter = writer
         // No watchdog of our own: every wait in the session is bounded by what the planned
         // frames need (the bracket's stall limit covers its longest exposure).
-        let outcome = try await { () async throws -> Outcome in
+        let outcome = await { () async -> Outcome in
             var o = Outcome()
-            if let fileWriter {
-                for try await event in fileWriter.capture(photoSettings, on: session) {
-                    switch event {
-                    case .settingsResolved(let r):
-                        for a in r.adjustments { notice("adjusted: \(a)") }
-                    case .backPressure(let waited): notice("waited \(waited) for the image writers to catch up")
-                    case .exposureStarted(let t): o.started = t
-                    case .exposureEnded(let t): o.ended = t
-                    case .photoCaptured(let step, let m): o.photos.append((step, m))
-                    case .captureFinished(let r):
-                        o.resolved = r
-                        // The camera is done; only the writers remain.
-                        await session.stop()
-                    case .fileWritten(let f): o.files.append(f)
-                    case .writeFailed(let step, let format, let error):
-                        o.failures.append(error)
-                        notice("step \(step.map(String.init) ?? "-") \(format): \(error)")
-                    case .filesFinished, .photoMetered: break
+            // A bracket that fails part-way keeps what it captured: the steps already in are
+            // reported (and with --output written), then the command fails.
+            do {
+                if let fileWriter {
+                    for try await event in fileWriter.capture(photoSettings, on: session) {
+                        switch event {
+                        case .settingsResolved(let r):
+                            o.planned = r
+                            for a in r.adjustments { notice("adjusted: \(a)") }
+                        case .backPressure(let waited): notice("waited \(waited) for the image writers to catch up")
+                        case .exposureStarted(let t): o.started = t
+                        case .exposureEnded(let t): o.ended = t
+                        case .photoCaptured(let step, let m): o.photos.append((step, m))
+                        case .captureFinished(let r):
+                            o.resolved = r
+                            // The camera is done; only the writers remain.
+                            await session.stop()
+                        case .fileWritten(let f): o.files.append(f)
+                        case .writeFailed(let step, let format, let error):
+                            o.failures.append(error)
+                            notice("step \(step.map(String.init) ?? "-") \(format): \(error)")
+                        case .filesFinished, .photoMetered: break
+                        }
+                    }
+                } else {
+                    for try await event in await session.capture(photoSettings) {
+                        switch event {
+                        case .settingsResolved(let r):
+                            o.planned = r
+                            for a in r.adjustments { notice("adjusted: \(a)") }
+                        case .exposureStarted(let t): o.started = t
+                        case .exposureEnded(let t): o.ended = t
+                        case .photo(let p):
+                            o.photos.append((p.step, p.metadata))
+                            p.release()
+                        case .captureFinished(let r): o.resolved = r
+                        }
                     }
                 }
-            } else {
-                for try await event in await session.capture(photoSettings) {
-                    switch event {
-                    case .settingsResolved(let r):
-                        for a in r.adjustments { notice("adjusted: \(a)") }
-                    case .exposureStarted(let t): o.started = t
-                    case .exposureEnded(let t): o.ended = t
-                    case .photo(let p):
-                        o.photos.append((p.step, p.metadata))
-                        p.release()
-                    case .captureFinished(let r): o.resolved = r
-                    }
-                }
+            } catch {
+                o.error = error
             }
             return o
         }()
@@ -257,9 +265,12 @@ struct Bracket: AsyncParsableCommand {
             preview.close()
             notice(preview.summaryLine)
         }
-        guard let resolved = outcome.resolved else { throw ShutterbugError(.system, "the bracket ended without a result") }
+        guard let resolved = outcome.resolved ?? outcome.planned else {
+            throw outcome.error ?? ShutterbugError(.system, "the bracket ended without a result")
+        }
         report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files,
-               mode: mode, bufferBytes: config.bufferBytes, preview: preview)
+               mode: mode, bufferBytes: config.bufferBytes, preview: preview, error: outcome.error)
+        if let error = outcome.error { throw error }
         if let first = outcome.failures.first {
             throw ShutterbugError(first.code, "\(outcome.failures.count) file(s) could not be written; \(outcome.files.count) written. First: \(first)")
         }
@@ -268,13 +279,16 @@ struct Bracket: AsyncParsableCommand {
     private struct Outcome {
         var photos: [(step: ResolvedStep, metadata: FrameMetadata)] = []
         var resolved: ResolvedPhotoSettings?
+        /// The plan, from the first event: what a bracket that failed part-way reports against.
+        var planned: ResolvedPhotoSettings?
+        var error: (any Error)?
         var started: SensorTime?, ended: SensorTime?
         var files: [WrittenFile] = []
         var failures: [ShutterbugError] = []
     }
 
     private func report(_ r: ResolvedPhotoSettings, photos: [(step: ResolvedStep, metadata: FrameMetadata)], started: SensorTime?, ended: SensorTime?, focus: SyncPoint?, camera: String, files: [WrittenFile],
-                        mode: SensorModeReport?, bufferBytes: Int, preview: PreviewSink?) {
+                        mode: SensorModeReport?, bufferBytes: Int, preview: PreviewSink?, error: (any Error)? = nil) {
         let seqs = photos.map(\.metadata.sequence)
         let span = (seqs.max() ?? 0) - (seqs.min() ?? 0) + 1
         // Photos are delivered in step order; a retried step's frame may have come later than
@@ -305,6 +319,13 @@ struct Bracket: AsyncParsableCommand {
             o.add("camera", camera)
             o.add("uniqueID", r.uniqueID)
             o.add("steps", photos.count)
+            if let error {
+                // Part-way: which steps the file set lacks, and why.
+                let got = Set(photos.map { $0.step.index + 1 })
+                o.add("complete", false)
+                o.add("error", "\(error)")
+                o.add("missingSteps", numbers: (1...max(r.steps.count, 1)).filter { !got.contains($0) }.map(Double.init))
+            }
             o.add("framesFirstToLast", Int(span))
             o.add("retries", r.retries)
             o.add("captureOrder", numbers: captureOrder.map(Double.init))
@@ -332,6 +353,10 @@ struct Bracket: AsyncParsableCommand {
             let actual = [p.metadata.exposureTime.map { "\(Int($0.microsecondsValue.rounded())) µs" }, p.metadata.analogueGain.map { "gain \(String(format2: $0.value))" }, p.metadata.lensPosition.map { "lens \(String(format2: $0.value))" }]
                 .compactMap { $0 }.joined(separator: " ")
             print("\(pad(String(p.step.index + 1), 4))  \(pad(p.step.requested, 17))  \(pad(p.step.planned.description, 23))  \(pad(actual, 28))  \(pad(String(p.metadata.sequence), 5))  \(p.metadata.sensorTimestamp?.description ?? "-")")
+        }
+        if error != nil {
+            let got = Set(photos.map { $0.step.index + 1 })
+            print("incomplete: step(s) \((1...max(r.steps.count, 1)).filter { !got.contains($0) }.map(String.init).joined(separator: ",")) not captured")
         }
         var line = "\(photos.count) steps on \(span) sensor frames from first to last\(span == photos.count ? " (consecutive)" : "")"
         line += ", \(r.retries) retries, \(r.discarded.count) frames discarded"

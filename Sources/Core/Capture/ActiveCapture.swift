@@ -296,7 +296,13 @@ extension CaptureSession {
         fail(capture, ShutterbugError(.timeout, reason))
     }
 
+    /// Ends `capture` with `error`. The steps it already captured are handed out first, in step
+    /// order (each frame proven to be its step's), so a bracket that fails part-way loses
+    /// nothing it captured; the consumer sees them, then the error.
     private func fail(_ capture: ActiveCapture, _ error: ShutterbugError) {
+        if case .bracketing = capture.phase {
+            deliverHeldPhotos(capture)
+        }
         for slot in capture.heldSlots { returnSlot(slot) }
         capture.photos.removeAll()
         if let i = captures.firstIndex(where: { $0 === capture }) { captures.remove(at: i) }
@@ -326,6 +332,19 @@ extension CaptureSession {
         }
     }
 
+    /// Hands the held photos to the consumer in step order; each one's slot goes back when the
+    /// consumer releases it.
+    private func deliverHeldPhotos(_ capture: ActiveCapture) {
+        for key in capture.photos.keys.sorted() {
+            let (request, step) = capture.photos[key]!
+            let slot = request.slot
+            capture.continuation.yield(.photo(CapturedPhoto(step: step, metadata: request.metadata, buffers: request.buffers) { [weak self] in
+                Task { await self?.returnSlot(slot) }
+            }))
+        }
+        capture.photos.removeAll()
+    }
+
     /// Every step is captured: exposure ended, photos in step order, finished. The next capture
     /// may begin at once, while these photos are still held.
     private func complete(_ capture: ActiveCapture) {
@@ -343,13 +362,7 @@ extension CaptureSession {
         if let last = ordered.map(\.0.metadata).max(by: { $0.sequence < $1.sequence }), let ts = last.sensorTimestamp {
             capture.continuation.yield(.exposureEnded(ts + timing.readoutTime))
         }
-        for (request, step) in ordered {
-            let slot = request.slot
-            capture.continuation.yield(.photo(CapturedPhoto(step: step, metadata: request.metadata, buffers: request.buffers) { [weak self] in
-                Task { await self?.returnSlot(slot) }
-            }))
-        }
-        capture.photos.removeAll()
+        deliverHeldPhotos(capture)
         capture.phase = .done
         capture.continuation.yield(.captureFinished(capture.resolved))
         capture.continuation.finish()

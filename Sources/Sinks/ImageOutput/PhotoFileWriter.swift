@@ -19,6 +19,8 @@ public struct WrittenFile: Sendable, Hashable {
 /// What the writer did with one capture.
 public struct OutputSummary: Sendable {
     public var captureID: Int64
+    /// The capture's number in this directory (`{capture}` in file names).
+    public var captureNumber: Int
     public var files: [WrittenFile]
     public var failures: [(step: Int?, format: String, error: ShutterbugError)]
 }
@@ -165,68 +167,82 @@ public final class PhotoFileWriter: Sendable {
         let record = CaptureRecord(steps: steps, clock: FrameClock.sample())
         var name: ((Int?) -> String)?
         var resolved: ResolvedPhotoSettings?
-        for try await event in await session.capture(settings) {
-            switch event {
-            case .settingsResolved(let r):
-                out.yield(.settingsResolved(r))
-            case .exposureStarted(let t):
-                record.set(exposureStarted: t)
-                out.yield(.exposureStarted(t))
-            case .exposureEnded(let t):
-                record.set(exposureEnded: t)
-                out.yield(.exposureEnded(t))
-            case .photo(let photo):
-                let stepNumber = photo.step.index + 1
-                let bias: Double? = if case .exposureBias(let b)? = settings.bracket, photo.step.index < b.count { b[photo.step.index] } else { nil }
-                let facts = PhotoFacts(photo: photo, captureID: settings.uniqueID, stepCount: steps, bias: bias, camera: camera, clock: record.clock)
-                if name == nil {
-                    let time = facts.exposureStart
-                    let (template, model, id) = (template, camera.model, settings.uniqueID)
-                    name = { step in template.render(time: time, capture: number, id: id, step: step, steps: steps, camera: model) }
-                }
-                let raw = settings.formats.contains(.dng) ? rawIndex.map { FrameCopy(photo.buffers[$0]) } : nil
-                let copy = settings.formats.contains(.jpeg) ? yuvIndex.map { FrameCopy(photo.buffers[$0]) } : nil
-                let metadata = photo.metadata
-                let step = photo.step
-                photo.release()
-                // Packed RGB is converted once the camera has its buffer back.
-                let yuv = copy?.yuv420()
-                record.add(step: step, metadata: metadata, facts: facts)
-                out.yield(.photoCaptured(step, metadata))
-                if metersLuma, let yuv, let luma = yuv.planes.first {
-                    out.yield(.photoMetered(step, meanLuma: Self.meanLuma(yuv.bytes, plane: luma, width: yuv.width, height: yuv.height),
-                                            keogramColumn: Keogram.column(yuv), thumbnail: Thumbnailer(frame: yuv)))
-                }
-                let base = name!(stepNumber)
-                unused -= memory
-                record.jobStarted()
-                pool.submit(bytes: memory) { [self] worker in
-                    if let raw {
-                        self.writeFile(base + ".dng", step: stepNumber, format: "dng", size: (raw.width, raw.height), record: record, out: out) { fd in
-                            try DNGEncoder.write(raw, facts: facts, colourGains: metadata.colourGains, to: fd)
-                        }
+        var planned: ResolvedPhotoSettings?
+        // A capture that fails part-way (a stalled or lost camera) still writes every step it
+        // captured, and its sidecar says which are missing; then the stream throws.
+        var failure: ShutterbugError?
+        do {
+            for try await event in await session.capture(settings) {
+                switch event {
+                case .settingsResolved(let r):
+                    planned = r
+                    out.yield(.settingsResolved(r))
+                case .exposureStarted(let t):
+                    record.set(exposureStarted: t)
+                    out.yield(.exposureStarted(t))
+                case .exposureEnded(let t):
+                    record.set(exposureEnded: t)
+                    out.yield(.exposureEnded(t))
+                case .photo(let photo):
+                    let stepNumber = photo.step.index + 1
+                    let bias: Double? = if case .exposureBias(let b)? = settings.bracket, photo.step.index < b.count { b[photo.step.index] } else { nil }
+                    let facts = PhotoFacts(photo: photo, captureID: settings.uniqueID, stepCount: steps, bias: bias, camera: camera, clock: record.clock)
+                    if name == nil {
+                        let time = facts.exposureStart
+                        let (template, model, id) = (template, camera.model, settings.uniqueID)
+                        name = { step in template.render(time: time, capture: number, id: id, step: step, steps: steps, camera: model) }
                     }
-                    if let yuv {
-                        self.writeFile(base + ".jpg", step: stepNumber, format: "jpeg", size: (yuv.width, yuv.height), record: record, out: out) { fd in
-                            try JPEGEncoder.encode(yuv, quality: self.jpegQuality, facts: facts, scratch: self.scratch.jpeg(worker)) {
-                                try OutputDirectory.writeAll(fd, $0)
+                    let raw = settings.formats.contains(.dng) ? rawIndex.map { FrameCopy(photo.buffers[$0]) } : nil
+                    let copy = settings.formats.contains(.jpeg) ? yuvIndex.map { FrameCopy(photo.buffers[$0]) } : nil
+                    let metadata = photo.metadata
+                    let step = photo.step
+                    photo.release()
+                    // Packed RGB is converted once the camera has its buffer back.
+                    let yuv = copy?.yuv420()
+                    record.add(step: step, metadata: metadata, facts: facts)
+                    out.yield(.photoCaptured(step, metadata))
+                    if metersLuma, let yuv, let luma = yuv.planes.first {
+                        out.yield(.photoMetered(step, meanLuma: Self.meanLuma(yuv.bytes, plane: luma, width: yuv.width, height: yuv.height),
+                                                keogramColumn: Keogram.column(yuv), thumbnail: Thumbnailer(frame: yuv)))
+                    }
+                    let base = name!(stepNumber)
+                    unused -= memory
+                    record.jobStarted()
+                    pool.submit(bytes: memory) { [self] worker in
+                        if let raw {
+                            self.writeFile(base + ".dng", step: stepNumber, format: "dng", size: (raw.width, raw.height), record: record, out: out) { fd in
+                                try DNGEncoder.write(raw, facts: facts, colourGains: metadata.colourGains, to: fd)
                             }
                         }
-                    }
-                    if self.contactSheet {
-                        let labels = ContactSheet.labels(step: stepNumber, of: steps, requested: step.requested, metadata: metadata)
                         if let yuv {
-                            record.add(tile: ContactSheet.tile(yuv: yuv, labels: labels), step: stepNumber)
-                        } else if let raw, let p = try? DNGEncoder.preview(raw, facts: facts, colourGains: metadata.colourGains) {
-                            record.add(tile: ContactSheet.tile(rgb: p.rgb, width: p.width, height: p.height, labels: labels), step: stepNumber)
+                            self.writeFile(base + ".jpg", step: stepNumber, format: "jpeg", size: (yuv.width, yuv.height), record: record, out: out) { fd in
+                                try JPEGEncoder.encode(yuv, quality: self.jpegQuality, facts: facts, scratch: self.scratch.jpeg(worker)) {
+                                    try OutputDirectory.writeAll(fd, $0)
+                                }
+                            }
                         }
+                        if self.contactSheet {
+                            let labels = ContactSheet.labels(step: stepNumber, of: steps, requested: step.requested, metadata: metadata)
+                            if let yuv {
+                                record.add(tile: ContactSheet.tile(yuv: yuv, labels: labels), step: stepNumber)
+                            } else if let raw, let p = try? DNGEncoder.preview(raw, facts: facts, colourGains: metadata.colourGains) {
+                                record.add(tile: ContactSheet.tile(rgb: p.rgb, width: p.width, height: p.height, labels: labels), step: stepNumber)
+                            }
+                        }
+                        record.jobFinished()
                     }
-                    record.jobFinished()
+                case .captureFinished(let r):
+                    resolved = r
+                    out.yield(.captureFinished(r))
                 }
-            case .captureFinished(let r):
-                resolved = r
-                out.yield(.captureFinished(r))
             }
+        } catch {
+            let e = error as? ShutterbugError ?? ShutterbugError(.system, "\(error)")
+            let got = record.capturedSteps
+            let missing = (1...steps).filter { !got.contains($0) }
+            let kept = got.isEmpty ? "no step was captured" : "step\(got.count == 1 ? "" : "s") \(got.map(String.init).joined(separator: ",")) captured and written"
+            failure = ShutterbugError(e.code, "\(e.message); \(kept), step\(missing.count == 1 ? "" : "s") \(missing.map(String.init).joined(separator: ",")) missing", errno: e.errno)
+            record.set(failure: failure!.description, missing: missing)
         }
         await record.allJobsFinished()
         if contactSheet, let name {
@@ -237,7 +253,7 @@ public final class PhotoFileWriter: Sendable {
                 }
             }
         }
-        if let resolved, let name {
+        if let resolved = resolved ?? planned, let name {
             let relative = name(nil) + ".json"
             let sidecar = Sidecar(settings: settings, resolved: resolved, camera: camera, record: record, jpegQuality: jpegQuality,
                                   directory: directory.path, sidecarPath: relative)
@@ -245,8 +261,12 @@ public final class PhotoFileWriter: Sendable {
                 try OutputDirectory.writeAll(fd, sidecar.json())
             }
         }
-        out.yield(.filesFinished(record.summary(captureID: settings.uniqueID)))
-        out.finish()
+        out.yield(.filesFinished(record.summary(captureID: settings.uniqueID, number: number)))
+        if let failure {
+            out.finish(throwing: failure)
+        } else {
+            out.finish()
+        }
     }
 
     private func writeFile(_ relative: String, step: Int?, format: String, size: (Int, Int)? = nil, record: CaptureRecord,
@@ -286,6 +306,9 @@ final class CaptureRecord: Sendable {
         var failures: [(step: Int?, format: String, error: ShutterbugError)] = []
         var exposureStarted: SensorTime?
         var exposureEnded: SensorTime?
+        /// Why the capture ended before every step was captured, and the steps (from 1) missing.
+        var failure: String?
+        var missing: [Int] = []
         var pendingJobs = 0
         /// Contact-sheet tiles by step.
         var tiles: [Int: ContactSheet.Tile] = [:]
@@ -305,6 +328,14 @@ final class CaptureRecord: Sendable {
     func add(step: ResolvedStep, metadata: FrameMetadata, facts: PhotoFacts) {
         state.withLock { $0.steps.append(Step(step: step, metadata: metadata, facts: facts)) }
     }
+    func set(failure: String, missing: [Int]) {
+        state.withLock {
+            $0.failure = failure
+            $0.missing = missing
+        }
+    }
+    /// The steps (from 1) whose frames are in, in order.
+    var capturedSteps: [Int] { state.withLock { $0.steps.map { $0.step.index + 1 } }.sorted() }
     func add(tile: ContactSheet.Tile, step: Int) { state.withLock { $0.tiles[step] = tile } }
     func written(_ f: WrittenFile) { state.withLock { $0.files.append(f) } }
     func failed(step: Int?, format: String, error: ShutterbugError) { state.withLock { $0.failures.append((step, format, error)) } }
@@ -328,8 +359,8 @@ final class CaptureRecord: Sendable {
             if now { c.resume() }
         }
     }
-    func summary(captureID: Int64) -> OutputSummary {
-        state.withLock { OutputSummary(captureID: captureID, files: $0.files, failures: $0.failures) }
+    func summary(captureID: Int64, number: Int) -> OutputSummary {
+        state.withLock { OutputSummary(captureID: captureID, captureNumber: number, files: $0.files, failures: $0.failures) }
     }
 }
 

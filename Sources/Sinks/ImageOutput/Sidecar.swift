@@ -100,6 +100,13 @@ struct Sidecar {
         let seqs = state.steps.map { Int($0.metadata.sequence) }
         if let lo = seqs.min(), let hi = seqs.max() { r.add("framesFirstToLast", hi - lo + 1) }
         o.add("resolved", object: r)
+        if let failure = state.failure {
+            // The capture ended early: the steps it got are written, these are not.
+            var f = JSONObject()
+            f.add("error", failure)
+            f.add("missingSteps", numbers: state.missing.map(Double.init))
+            o.add("incomplete", object: f)
+        }
 
         if let instant = settings.exposedAfter {
             // The trigger and the lag to the first exposure (both on the camera's clock); the
