@@ -54,6 +54,8 @@ struct TimelapseCLITests {
         let db = dir + "/timelapse.sqlite"
         #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE wall_ns % 2000000000 != 0") == "0")
         #expect(try await sqlite(db, "SELECT count(*) FROM frames") == "24")
+        // Each taken slot has the capture number its files are named with.
+        #expect(try await sqlite(db, "SELECT count(*), count(number), count(DISTINCT number) FROM slots WHERE state = 'taken'") == "8|8|8")
         // Each file's size and CRC-32 as journalled are the file's.
         let files = try await sqlite(db, "SELECT path, bytes, crc32 FROM files").split(separator: "\n")
         #expect(files.count == 8 * 4, "3 JPEGs and a sidecar per slot")

@@ -229,6 +229,10 @@ public final class TimelapseRun {
         var columns: [Int: [UInt8]] = [:]
         var thumbs: [Int: Thumbnailer] = [:]
         var failure: String?
+        var number: Int?
+        // Every file that could not be written is named (on a full disk, the photos first,
+        // not only the sidecar that failed last).
+        var writeFailures: [String] = []
         do {
             for try await e in writer.capture(settings, on: session) {
                 observe?(e)
@@ -242,7 +246,8 @@ public final class TimelapseRun {
                     files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try Self.crc32(of: f.path)))
                     result.files.append(f.path)
                 case .captureFinished(let r): result.lock = r.phaseLock
-                case .writeFailed(_, let format, let error): failure = "\(format): \(error)"
+                case .writeFailed(let step, let format, let error): writeFailures.append("\(format)\(step.map { " step \($0)" } ?? ""): \(error)")
+                case .filesFinished(let summary): number = summary.captureNumber
                 default: break
                 }
             }
@@ -272,6 +277,10 @@ public final class TimelapseRun {
             let linear = Self.linear(mean) / pow(2, biases[zero] + shift)
             result.decision = ramp.update(metered: linear, lux: m.lux, exposedWith: exposedWith)
         }
+        if !writeFailures.isEmpty {
+            let written = writeFailures.count == 1 ? writeFailures[0] : "\(writeFailures.count) files could not be written: " + writeFailures.joined(separator: "; ")
+            failure = failure.map { "\($0); \(written)" } ?? written
+        }
         result.state = failure == nil && result.frames.count == biases.count ? .taken : .failed
         if let start = result.start { errors.append(start - instant) }
         let adjusted = abs(shift) > 0.01 ? "bracket shifted \(String(format2: shift)) EV to fit the exposure limits" : nil
@@ -284,7 +293,7 @@ public final class TimelapseRun {
             return TimelapseJournal.Thumbnail(rgb: t.rgb, width: t.width, height: t.height, exposure: zeroFrame?.exposureTime, gain: zeroFrame?.totalGain?.value)
         }
         try record(Pending(slot: .init(index: k, wall: wall, state: result.state, reason: result.reason, instant: instant, exposureStart: result.start,
-                                       captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)), number: nil),
+                                       captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)), number: number),
                            frames: result.frames, files: files, decision: result.decision, rampAfter: ramp.settings, whiteBalanceAfter: wb?.applied,
                            keogram: columns[zero], thumbnail: thumbnail))
         counts[result.state, default: 0] += 1
