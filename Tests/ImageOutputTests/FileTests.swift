@@ -97,6 +97,7 @@ func writeBracket(_ profile: SensorProfile, raw: (Int, Int), rawPacking: BayerPa
         case .fileWritten(let f): w.events.append("file"); w.files.append(f)
         case .writeFailed(_, _, let err): w.events.append("failed"); w.failures.append("\(err)")
         case .filesFinished: w.events.append("done")
+        case .notice(let n): w.events.append("notice: \(n)")
         case .photoMetered: w.events.append("metered")
         }
     }

@@ -237,6 +237,7 @@ struct Bracket: AsyncParsableCommand {
                         case .writeFailed(let step, let format, let error):
                             o.failures.append(error)
                             notice("step \(step.map(String.init) ?? "-") \(format): \(error)")
+                        case .notice(let n): notice(n)
                         case .filesFinished, .photoMetered: break
                         }
                     }

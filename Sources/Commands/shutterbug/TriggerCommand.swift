@@ -415,6 +415,7 @@ struct TriggerCommand: AsyncParsableCommand {
                         if firstStart == nil { firstStart = m.earliestExposureStart; delivered = realTime ? MonotonicClock.now() : nil }
                         if c.sequences.count == frames { release() }
                     case .fileWritten(let f): c.files.append(f.path)
+                    case .notice(let n): notice(n)
                     default: break
                     }
                 }

@@ -248,6 +248,7 @@ public final class TimelapseRun {
                 case .captureFinished(let r): result.lock = r.phaseLock
                 case .writeFailed(let step, let format, let error): writeFailures.append("\(format)\(step.map { " step \($0)" } ?? ""): \(error)")
                 case .filesFinished(let summary): number = summary.captureNumber
+                case .notice(let n): log(n)
                 default: break
                 }
             }

@@ -135,6 +135,7 @@ public actor CameraService {
                     bytesWritten += f.bytes
                     metrics.bytesWritten.increment(by: Int(f.bytes))
                 case .writeFailed(_, let format, let error): record.failures.append("\(format): \(error.message)")
+                case .notice(let n): logger.warning("\(n)")
                 default: break
                 }
             }

@@ -1,6 +1,7 @@
 import CSystemShims
 import Foundation
 import ShutterbugCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -17,6 +18,9 @@ public final class OutputDirectory: Sendable {
     public let path: String
     /// Bytes that must stay free on the filesystem after a capture.
     public let reserve: Int64
+    /// The highest capture number this process has given out here.
+    private let issued = Mutex(0)
+    private let warnedAboutCounter = Atomic<Bool>(false)
     /// Temporary files start with this; `removeStaleTemporaries` deletes those a killed
     /// process left.
     public static let temporaryPrefix = ".shutterbug-"
@@ -69,15 +73,39 @@ public final class OutputDirectory: Sendable {
     /// The file that numbers captures in this directory across runs and processes.
     public static let counterName = ".shutterbug-captures"
 
+    /// The largest capture number the counter may hold: past it, the counter is taken as broken.
+    public static let maxCaptureNumber = 999_999_999
+
+    /// A capture number, and what the user should know about how it was found (a broken
+    /// counter file), once per directory.
+    public struct CaptureNumber: Sendable {
+        public var number: Int
+        public var notice: String?
+    }
+
     /// The next capture number for this directory: one more than the last any run (this one,
     /// an earlier one, or one running beside it) took. Numbers live in `.shutterbug-captures`,
     /// read and written under an exclusive `flock`; where that file does not exist yet, they
     /// continue from the highest `{capture}` among the files already named by `template`.
     ///
-    /// - Throws: `.system` when the counter cannot be read or written.
-    public func nextCaptureNumber(template: FileNameTemplate) throws -> Int {
-        let fd = open(path + "/" + Self.counterName, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw Self.error(errno, "cannot open the capture counter in \(path)") }
+    /// A counter that is not a plain writable file (a symbolic link, which is never followed; a
+    /// folder; read-only) or holds no number in 0...`maxCaptureNumber` never fails a capture:
+    /// numbering goes on from the files on disk (and from what this process already gave out),
+    /// a broken number is overwritten, and the notice says which in words, once.
+    ///
+    /// - Throws: `.system` only when the directory itself cannot be locked.
+    public func nextCaptureNumber(template: FileNameTemplate) throws -> CaptureNumber {
+        let counter = path + "/" + Self.counterName
+        // O_NOFOLLOW: a link here is refused (ELOOP), never followed to truncate its target;
+        // O_NONBLOCK: a FIFO put here cannot hang the open.
+        let fd = open(counter, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o644)
+        var st = stat()
+        guard fd >= 0, fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+            let why = fd < 0 ? (errno == ELOOP ? "is a symbolic link" : errno == EISDIR ? "is a folder" : "cannot be opened for writing (\(String(cString: strerror(errno))))")
+                : "is not a plain file"
+            if fd >= 0 { close(fd) }
+            return try numberFromDisk(template: template, notice: "the capture counter \(counter) \(why): left as it is; capture numbers continue from the files in \(path) (remove it to have the counter again)")
+        }
         defer { close(fd) }
         let locked = sbshim_lock(fd, 1)
         guard locked == 0 else { throw Self.error(-locked, "cannot lock the capture counter in \(path)") }
@@ -85,13 +113,43 @@ public final class OutputDirectory: Sendable {
         var buffer = [UInt8](repeating: 0, count: 32)
         let n = pread(fd, &buffer, buffer.count, 0)
         let text = n > 0 ? String(decoding: buffer[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : ""
-        let last = Int(text) ?? highestCaptureNumber(template: template)
-        let next = last + 1
+        var notice: String?
+        let last: Int
+        if let v = Int(text), (0..<Self.maxCaptureNumber).contains(v), n < buffer.count {
+            last = v
+        } else {
+            last = highestCaptureNumber(template: template)
+            if !text.isEmpty {
+                let shown = text.count > 24 ? String(text.prefix(24)) + "…" : text
+                notice = "the capture counter \(counter) held '\(shown)', not a number in 0...\(Self.maxCaptureNumber - 1): numbering continues from the highest capture among the files here (\(last)) and the counter is written anew"
+            }
+        }
+        let next = max(last, issued.withLock { $0 }) + 1
+        issued.withLock { $0 = max($0, next) }
         let line = Array("\(next)\n".utf8)
         guard ftruncate(fd, 0) == 0, pwrite(fd, line, line.count, 0) == line.count, fsync(fd) == 0 else {
-            throw Self.error(errno, "cannot write the capture counter in \(path)")
+            return try numberFromDisk(template: template, notice: "cannot write the capture counter \(counter) (\(String(cString: strerror(errno)))): capture numbers continue from the files in \(path)")
         }
-        return next
+        return CaptureNumber(number: next, notice: warnOnce(notice))
+    }
+
+    /// The number after the highest on disk and any this process gave out, under a lock on the
+    /// directory itself (so runs that both fall back here still take turns).
+    private func numberFromDisk(template: FileNameTemplate, notice: String) throws -> CaptureNumber {
+        let dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirfd >= 0 else { throw Self.error(errno, "cannot open \(path)") }
+        defer { close(dirfd) }
+        let locked = sbshim_lock(dirfd, 1)
+        guard locked == 0 else { throw Self.error(-locked, "cannot lock \(path)") }
+        defer { _ = sbshim_lock(dirfd, 0) }
+        let next = min(max(highestCaptureNumber(template: template), issued.withLock { $0 }), Self.maxCaptureNumber - 1) + 1
+        issued.withLock { $0 = max($0, next) }
+        return CaptureNumber(number: next, notice: warnOnce(notice))
+    }
+
+    private func warnOnce(_ notice: String?) -> String? {
+        guard let notice else { return nil }
+        return warnedAboutCounter.exchange(true, ordering: .relaxed) ? nil : notice
     }
 
     /// The highest capture number among the files `template` names here (0 if none).

@@ -44,6 +44,9 @@ public enum OutputEvent: Sendable {
     /// A file could not be written; nothing is left under its name. Other files are unaffected.
     case writeFailed(step: Int?, format: String, error: ShutterbugError)
     case filesFinished(OutputSummary)
+    /// Something the user should know that did not stop the capture (a broken capture
+    /// counter, and how numbering went on without it).
+    case notice(String)
 }
 
 /// Writes captures as DNG and JPEG files plus one JSON sidecar each, durably, encoding on a
@@ -163,7 +166,9 @@ public final class PhotoFileWriter: Sendable {
         var unused = memory * steps
         defer { if unused > 0 { pool.unreserve(unused) } }
 
-        let number = try directory.nextCaptureNumber(template: template)
+        let numbered = try directory.nextCaptureNumber(template: template)
+        if let notice = numbered.notice { out.yield(.notice(notice)) }
+        let number = numbered.number
         let record = CaptureRecord(steps: steps, clock: FrameClock.sample())
         var name: ((Int?) -> String)?
         var resolved: ResolvedPhotoSettings?
