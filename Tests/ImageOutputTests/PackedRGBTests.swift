@@ -10,20 +10,22 @@ struct PackedRGBTests {
     let bars: [(UInt8, UInt8, UInt8)] = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0), (191, 0, 191), (191, 0, 0), (0, 0, 191), (0, 0, 0)]
 
     func frame(_ format: PixelFormat, width: Int = 128, height: Int = 32, padding: Int = 8) -> FrameCopy {
-        let stride = width * 3 + padding
+        let bpp = format.bytesPerPixel!
+        let stride = width * bpp + padding
         var bytes = [UInt8](repeating: 0xAB, count: stride * height)
         for y in 0..<height {
             for x in 0..<width {
                 let c = bars[x * bars.count / width]
-                // DRM's BGR888 is R, G, B in memory; RGB888 is B, G, R.
+                // DRM's BGR888 is R, G, B in memory; RGB888 is B, G, R; XRGB8888 B, G, R, X
+                // (the X byte left at the padding's value: it must be ignored).
                 let px = format == .bgr888 ? [c.0, c.1, c.2] : [c.2, c.1, c.0]
-                for k in 0..<3 { bytes[y * stride + 3 * x + k] = px[k] }
+                for k in 0..<3 { bytes[y * stride + bpp * x + k] = px[k] }
             }
         }
         return FrameCopy(width: width, height: height, format: format, planes: [PlaneLayout(offset: 0, length: stride * height, stride: stride)], bytes: bytes)
     }
 
-    @Test("BGR888 and RGB888 convert to the same YUV420, each bar's luma and chroma as BT.601 full range says, the row padding ignored", arguments: [PixelFormat.bgr888, .rgb888])
+    @Test("BGR888, RGB888 and XRGB8888 (the Pi's viewfinder) convert to the same YUV420, each bar's luma and chroma as BT.601 full range says, the row padding ignored", arguments: [PixelFormat.bgr888, .rgb888, .xrgb8888])
     func conversion(_ format: PixelFormat) throws {
         let yuv = frame(format).yuv420()
         #expect(yuv.format == .yuv420 && yuv.planes.count == 3)

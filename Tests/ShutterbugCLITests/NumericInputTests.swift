@@ -59,7 +59,18 @@ struct NumericInputTests {
         #expect(lens.status == 0, "\(lens.stderr)")
         let gain = try await CLITests.shutterbug(["bracket", "--camera", "sim:imx477", "--exposures", "1/100", "--gain", "-0", "--virtual-time"])
         #expect(gain.status == 64)
-        #expect(gain.stderr.contains("--gain must be a finite number in 0...1000 (excluding 0)"), "\(gain.stderr)")
+        #expect(gain.stderr.contains("--gain must be a finite number in 1...1000"), "\(gain.stderr)")
+        // A gain below 1 (ISO 100) is no gain a sensor has: 1e-308 is refused as 0 is.
+        let tiny = try await CLITests.shutterbug(["bracket", "--camera", "sim:imx477", "--exposures", "1/100", "--gain", "1e-308", "--virtual-time"])
+        #expect(tiny.status == 64 && tiny.stderr.contains("--gain must be a finite number in 1...1000"), "\(tiny.stderr)")
+    }
+
+    @Test("a lens position or focus bracket on a camera without a focus motor is a usage error (64) naming a camera that has one")
+    func noFocusMotor() async throws {
+        for args in [["focus", "--lens", "2"], ["bracket", "--focus-steps", "1,2"], ["bracket", "--lens", "2", "--ev", "0"], ["stream", "--lens", "2", "--frames", "3"]] {
+            let r = try await CLITests.shutterbug(args + ["--camera", "sim:imx477", "--virtual-time"])
+            #expect(r.status == 64 && r.stderr.contains("no focus motor") && r.stderr.contains("sim:imx708"), "\(args): \(r.status) \(r.stderr)")
+        }
     }
 
     @Test("a bracket longer than the camera can hold is refused before the camera opens, with the limit")

@@ -48,6 +48,17 @@ struct JournalTests {
         #expect(try TimelapseJournal(path: path, job: "garden", spec: "interval=20s").resume().lastSlot == nil)
     }
 
+    @Test("a job resumes when its formats are the same set in another order or spelling, and is refused when they differ")
+    func formatsCompareAsASet() throws {
+        let path = temporaryPath()
+        defer { for x in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + x) } }
+        _ = try TimelapseJournal(path: path, job: "roof", spec: "interval=10s ev=0 format=dng,jpeg camera=default")
+        _ = try TimelapseJournal(path: path, job: "roof", spec: "interval=10s ev=0 format=jpeg,dng camera=default")
+        _ = try TimelapseJournal(path: path, job: "roof", spec: "interval=10s ev=0 format=JPG,raw camera=default")
+        #expect(throws: ShutterbugError.self) { _ = try TimelapseJournal(path: path, job: "roof", spec: "interval=10s ev=0 format=jpeg camera=default") }
+        #expect(throws: ShutterbugError.self) { _ = try TimelapseJournal(path: path, job: "roof", spec: "interval=10s ev=0,1 format=dng,jpeg camera=default") }
+    }
+
     @Test("one run of a job at a time: a second opening of the same job is refused while the first holds it, another job is not")
     func oneRunAtATime() throws {
         let path = temporaryPath()

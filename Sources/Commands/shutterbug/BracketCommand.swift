@@ -25,7 +25,7 @@ struct Bracket: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Manual exposures, e.g. 1/1000,1/250,1/60.", valueName: "t,..."))
     var exposures: String?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Analogue gain for --exposures (1.0 = ISO 100; default 1.0).", valueName: "gain"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Analogue gain for --exposures, 1...1000 (1.0 = ISO 100; default 1.0; past the sensor's maximum it is adjusted and said so).", valueName: "gain"))
     var gain: Double?
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Lens positions in dioptres for a focus bracket, e.g. 0.5,1,2.", valueName: "dpt,..."))
@@ -76,7 +76,7 @@ struct Bracket: AsyncParsableCommand {
             guard exposures != nil else {
                 throw ValidationError("--gain applies to --exposures only; an --ev bracket meters its own gain and a --focus-steps bracket keeps the exposure in force")
             }
-            try NumericInput.check(gain, "--gain", in: 0...1000, lowerOpen: true)
+            try NumericInput.check(gain, "--gain", in: 1...1000)
         }
         if let lens { try NumericInput.check(lens, "--lens", in: 0...100, unit: "dioptres") }
         _ = try lockedGains()

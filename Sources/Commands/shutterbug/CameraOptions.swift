@@ -129,6 +129,10 @@ struct CameraOptions: ParsableArguments {
             return (t, lux)
         }
         guard !points.isEmpty else { throw ValidationError("\(form), not '\(text)'") }
+        // Time only goes forward: a point at or before the one before it is a typing mistake.
+        for (a, b) in zip(points, points.dropFirst()) where b.0 <= a.0 {
+            throw ValidationError("--scene-schedule's times must increase: \(NumericInput.show(b.0)) s comes after \(NumericInput.show(a.0)) s in '\(text)'")
+        }
         return LuxSchedule(points: points)
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ShutterbugCore
 
 @main
 struct Shutterbug: AsyncParsableCommand {
@@ -22,6 +23,10 @@ struct Shutterbug: AsyncParsableCommand {
             } else {
                 try command.run()
             }
+        } catch let e as ShutterbugError where e.code == .unsupported {
+            // Asked of a camera that cannot do it (a lens position on a fixed-focus camera): a
+            // usage error for this camera (64), said before anything was captured.
+            exit(withError: ValidationError(e.description))
         } catch {
             exit(withError: error)
         }

@@ -54,7 +54,7 @@ struct Stream: AsyncParsableCommand {
             throw ValidationError("--apply-at must be in 0...\(frames - 1) (a request among the --frames), not \(applyAt)")
         }
         if let fps { try NumericInput.check(fps, "--fps", in: 0.01...1000, unit: "frames per second") }
-        if let gain { try NumericInput.check(gain, "--gain", in: 0...1000, lowerOpen: true) }
+        if let gain { try NumericInput.check(gain, "--gain", in: 1...1000) }
         if let lens { try NumericInput.check(lens, "--lens", in: 0...100, unit: "dioptres") }
         if let buffers, !(1...32).contains(buffers) { throw ValidationError("--buffers must be in 1...32, not \(buffers)") }
         if StreamRole(rawValue: role) == nil { throw ValidationError("--role must be viewfinder, video, still or raw, not '\(role)'") }

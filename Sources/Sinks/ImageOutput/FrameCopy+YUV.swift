@@ -4,15 +4,21 @@ extension FrameCopy {
     /// Whether JPEG can be written from this format: YUV420 as it is, packed RGB (a camera with
     /// no YUV stream, such as vimc or some USB cameras) converted first.
     public static func encodesToJPEG(_ format: PixelFormat) -> Bool {
-        format == .yuv420 || format == .rgb888 || format == .bgr888
+        format == .yuv420 || isPackedRGB(format)
+    }
+
+    /// Packed RGB that `yuv420()` converts: 24-bit RGB888 and BGR888, and 32-bit XRGB8888 (the
+    /// Pi's viewfinder format).
+    static func isPackedRGB(_ format: PixelFormat) -> Bool {
+        format == .rgb888 || format == .bgr888 || format == .xrgb8888
     }
 
     /// The frame as YUV420 (BT.601 full range, as the Pi's ISP writes it, chroma averaged over
-    /// each 2x2 block): itself if it is already, converted from packed RGB888 or BGR888.
-    /// libcamera's formats are DRM's, little-endian: BGR888 is R, G, B bytes in memory, RGB888
-    /// B, G, R.
+    /// each 2x2 block): itself if it is already, converted from packed RGB888, BGR888 or
+    /// XRGB8888. libcamera's formats are DRM's, little-endian: BGR888 is R, G, B bytes in
+    /// memory, RGB888 B, G, R, XRGB8888 B, G, R, X.
     public func yuv420() -> FrameCopy {
-        guard format == .rgb888 || format == .bgr888, let packed = planes.first else { return self }
+        guard Self.isPackedRGB(format), let packed = planes.first, let bpp = format.bytesPerPixel else { return self }
         let w = width, h = height, cw = (w + 1) / 2, ch = (h + 1) / 2
         let (r, b) = format == .bgr888 ? (0, 2) : (2, 0)
         var out = [UInt8](repeating: 0, count: w * h + 2 * cw * ch)
@@ -31,7 +37,7 @@ extension FrameCopy {
                             let row = packed.offset + y * packed.stride
                             for dx in 0..<2 where 2 * cx + dx < w {
                                 let x = 2 * cx + dx
-                                let p = row + 3 * x
+                                let p = row + bpp * x
                                 let pr = Int(src[p + r]), pg = Int(src[p + 1]), pb = Int(src[p + b])
                                 let luma: Int = 19_595 * pr + 38_470 * pg + 7_471 * pb
                                 dst[y * w + x] = UInt8((luma + 32_768) >> 16)

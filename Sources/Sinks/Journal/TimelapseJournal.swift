@@ -136,7 +136,7 @@ public final class TimelapseJournal: @unchecked Sendable {
             """)
         jobName = name
         if let row = try database.query("SELECT id, spec FROM jobs WHERE name = ?", [.text(name)]).first {
-            guard row[1].text == spec else {
+            guard Self.sameSpec(row[1].text ?? "", spec) else {
                 throw ShutterbugError(.invalidArgument, "the journal \(path) has a job '\(name)' with other settings (\(row[1].text ?? "")); resume it with the same settings, or give a new --job name")
             }
             jobID = row[0].int!
@@ -154,6 +154,23 @@ public final class TimelapseJournal: @unchecked Sendable {
     /// Sets the job's slot 0 (its first run does).
     public func setAnchor(_ anchor: WallClockTime) throws {
         try database.query("UPDATE jobs SET anchor_wall_ns = ? WHERE id = ? AND anchor_wall_ns IS NULL", [.int(anchor.nanoseconds), .int(jobID)])
+    }
+
+    /// Whether two jobs' settings texts mean the same job: the file formats are a set, so
+    /// `format=jpeg,dng` is `format=dng,jpeg` (and `jpg` is `jpeg`, `raw` is `dng`).
+    static func sameSpec(_ a: String, _ b: String) -> Bool {
+        func canonical(_ text: String) -> [String] {
+            text.split(separator: " ").map { token in
+                guard token.hasPrefix("format=") else { return String(token) }
+                let aliases = ["jpg": "jpeg", "raw": "dng"]
+                let formats = Set(token.dropFirst("format=".count).split(separator: ",").map { w in
+                    let word = w.lowercased()
+                    return aliases[word] ?? word
+                })
+                return "format=" + formats.sorted().joined(separator: ",")
+            }
+        }
+        return canonical(a) == canonical(b)
     }
 
     /// What a previous run of this job left.
