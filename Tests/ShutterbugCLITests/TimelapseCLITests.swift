@@ -170,14 +170,19 @@ struct TimelapseCLITests {
         let dir = NSTemporaryDirectory() + "sb-timelapse-kill-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let slots = 100
+        // DNG too: its raw stream's files are big, so kills often land between a slot's files
+        // and its journal row (the window the journal's intents cover).
+        let keep = 160 << 20
         let args = ["timelapse", "--camera", "sim:imx219", "--virtual-time", "--size", "640x480", "--interval", "1s", "--ev", "-1,0,1",
-                    "--count", String(slots), "--output", dir, "--json"]
+                    "--format", "dng,jpeg", "--count", String(slots), "--output", dir, "--keep", "160MB", "--json"]
         var rng = SystemRandomNumberGenerator()
         var kills = 0
         for _ in 0..<50 {
             // Killed once it has reported a random number of slots, a random moment into the next.
             let afterLines = Int.random(in: 0...3, using: &rng)
-            let spin = Int.random(in: 0...200_000, using: &rng)
+            // Anywhere in the slot that follows (a slot takes some 100 to 300 ms here): the
+            // moment of the kill, not a wait for anything.
+            let delay = UInt32.random(in: 0...400_000, using: &rng)
             let finished = try await offPool { () throws -> Bool in
                 let p = Process()
                 p.executableURL = URL(fileURLWithPath: Self.exe)
@@ -195,9 +200,7 @@ struct TimelapseCLITests {
                     buffer.append(chunk)
                     seen = buffer.filter { $0 == 10 }.count
                 }
-                var x = 0
-                for i in 0..<spin { x &+= i }
-                if x == -1 { print(x) }
+                usleep(delay)
                 kill(p.processIdentifier, SIGKILL)
                 p.waitUntilExit()
                 if p.terminationReason == .exit {
@@ -214,16 +217,32 @@ struct TimelapseCLITests {
                 #expect(try await sqlite(dir + "/timelapse.sqlite", "PRAGMA integrity_check") == "ok")
             }
         }
+        /// The captures' files on disk (photos and sidecars), and those the journal holds.
+        func onDisk() throws -> Set<String> {
+            Set(try FileManager.default.subpathsOfDirectory(atPath: dir).filter { [".jpg", ".dng", ".json"].contains(where: $0.hasSuffix) && !$0.hasPrefix("contact-sheet") }.map { dir + "/" + $0 })
+        }
         #expect(kills >= 25, "most runs were killed before they finished (\(kills) of 50)")
         // Then to the end.
         let last = try await runChild(Self.exe, args)
         #expect(last.status == 0, "\(last.err)")
         let db = dir + "/timelapse.sqlite"
         #expect(try await sqlite(db, "SELECT count(*), count(DISTINCT idx), min(idx), max(idx) FROM slots") == "\(slots)|\(slots)|0|\(slots - 1)")
-        #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE state NOT IN ('taken', 'missed', 'skipped')") == "0")
+        // A slot a kill cut off between its files and its row is recorded on the next start,
+        // taken (every file there) or failed, and says so.
+        #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE state NOT IN ('taken', 'missed', 'skipped') AND reason NOT LIKE 'interrupted:%'") == "0")
+        print("slots reconciled after a kill: \(try await sqlite(db, "SELECT state, count(*) FROM slots WHERE reason LIKE 'interrupted:%' GROUP BY state"))")
+        // Disk and journal agree: every capture file on disk is journalled (so retention can
+        // delete it), every journalled file not deleted is on disk, and retention holds.
+        let journalled = Set(try await sqlite(db, "SELECT path FROM files WHERE deleted = 0").split(separator: "\n").map(String.init))
+        let disk = try onDisk()
+        #expect(disk.subtracting(journalled).isEmpty, "on disk, unknown to the journal: \(disk.subtracting(journalled).sorted().prefix(5))")
+        #expect(journalled.subtracting(disk).isEmpty, "journalled, not on disk: \(journalled.subtracting(disk).sorted().prefix(5))")
+        let bytes = try disk.reduce(0) { $0 + ((try FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
+        let slotBytes = Int(try await sqlite(db, "SELECT max(b) FROM (SELECT sum(bytes) AS b FROM files GROUP BY idx)")) ?? 0
+        #expect(bytes <= keep + slotBytes, "\(bytes) bytes of captures on disk against --keep \(keep) (a slot is \(slotBytes))")
         #expect(try await sqlite(db, "SELECT count(*) FROM (SELECT capture_id FROM slots WHERE capture_id IS NOT NULL GROUP BY capture_id HAVING count(*) > 1)") == "0")
         // Every journalled file is there, whole.
-        for row in try await sqlite(db, "SELECT path, bytes FROM files").split(separator: "\n") {
+        for row in try await sqlite(db, "SELECT path, bytes FROM files WHERE deleted = 0").split(separator: "\n") {
             let p = row.split(separator: "|")
             let size = (try? FileManager.default.attributesOfItem(atPath: String(p[0]))[.size] as? Int) ?? -1
             #expect(size == Int(p[1]), "\(p[0])")
@@ -286,7 +305,7 @@ struct TimelapseCLITests {
         // Everything written before, during and after is whole, and as journalled.
         try checkFiles(dir)
         let db = dir + "/timelapse.sqlite"
-        for row in try await sqlite(db, "SELECT path, bytes FROM files").split(separator: "\n") {
+        for row in try await sqlite(db, "SELECT path, bytes FROM files WHERE deleted = 0").split(separator: "\n") {
             let p = row.split(separator: "|")
             let size = (try? FileManager.default.attributesOfItem(atPath: String(p[0]))[.size] as? Int) ?? -1
             #expect(size == Int(p[1]), "\(p[0])")

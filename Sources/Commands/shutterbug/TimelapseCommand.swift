@@ -71,7 +71,8 @@ struct TimelapseCommand: AsyncParsableCommand {
     var format: String = "jpeg"
 
     @Option(name: .long, help: ArgumentHelp("The job's name in the journal: the same name resumes it.", valueName: "name"))
-    var job: String = "timelapse"
+    var job: String = Self.defaultJob
+    static let defaultJob = "timelapse"
 
     @Option(name: .long, help: ArgumentHelp("File names under --output: tokens {date} {time} {capture} {id} {step} {steps} {camera}; '/' makes folders.", valueName: "template"))
     var name: String = FileNameTemplate.default.pattern
@@ -105,6 +106,9 @@ struct TimelapseCommand: AsyncParsableCommand {
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Retention: delete slots' files older than this many days (0.001...36500).", valueName: "days"))
     var keepDays: Double?
+
+    @Flag(name: .long, help: "Start a new job even where --output already holds photos that no journal there knows (its journal lost, emptied or deleted): they stay as they are, uncounted by --keep. Without it such a start is refused.")
+    var ignoreExistingPhotos = false
 
     @Flag(name: .long, help: "One JSON object per slot, then a summary object.")
     var json = false
@@ -149,7 +153,9 @@ struct TimelapseCommand: AsyncParsableCommand {
         _ = try idleStop()
         if let keepDays { try NumericInput.check(keepDays, "--keep-days", in: 0.001...36_500, unit: "days") }
         guard (0...1_048_576).contains(reserve) else { throw ValidationError("--reserve must be in 0...1048576 MiB, not \(reserve)") }
-        guard !job.isEmpty, job.count <= 64 else { throw ValidationError("--job must be a name of 1 to 64 characters") }
+        guard !job.isEmpty, job.count <= 64, job.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }), !job.hasPrefix(".") else {
+            throw ValidationError("--job must be a name of 1 to 64 letters, digits, '-', '_' or '.' (it names the job's keogram and contact sheet), not '\(job)'")
+        }
         do { _ = try FileNameTemplate(validating: name) } catch let e as ShutterbugError { throw ValidationError("--name: \(e.message)") }
         if let lens { try NumericInput.check(lens, "--lens", in: 0...32, unit: "dioptres") }
     }
@@ -294,6 +300,9 @@ struct TimelapseCommand: AsyncParsableCommand {
         spec.keepBytes = try keepBytes()
         spec.keepDays = keepDays
         spec.phaseLock = !noPhaseLock
+        spec.ignoreExistingPhotos = ignoreExistingPhotos
+        // Two jobs in one folder keep a keogram and a contact sheet each.
+        spec.pictureSuffix = job == Self.defaultJob ? "" : "-" + job
         return spec
     }
 
@@ -337,10 +346,11 @@ struct TimelapseCommand: AsyncParsableCommand {
                 throw error
             }
         }
-        // The journal first: it says whether this job is already running elsewhere.
+        // The journal first: it says whether this job is already running elsewhere, and its
+        // disk and journal are made to agree before the camera opens.
         let journal: TimelapseJournal
         do {
-            journal = try TimelapseJournal(path: output + "/timelapse.sqlite", job: job, spec: spec.journalSpec)
+            journal = try TimelapseRun.openJournal(in: directory, spec: spec, ignoreExistingPhotos: ignoreExistingPhotos, log: { notice($0) })
         } catch let e as ShutterbugError where e.code == .busy || e.code == .invalidArgument {
             throw ValidationError(e.message)
         }

@@ -38,6 +38,11 @@ public struct TimelapseJobSpec: Sendable {
     public var plan: @Sendable (_ start: WallClockTime, _ anchor: WallClockTime?) throws -> TimelapseSchedule.Plan
     /// The first slot at or after this (nil: now).
     public var start: WallClockTime?
+    /// Start a new journal over photos no journal knows (`openJournal`).
+    public var ignoreExistingPhotos = false
+    /// After `keogram` and `contact-sheet` in their file names: a job sharing its folder with
+    /// others names its own ("-roof").
+    public var pictureSuffix = ""
 
     public init(name: String, biases: [Double], manual: [ExposureRamp.Settings]?, formats: Set<PhotoFormat>, template: String, journalSpec: String,
                 start: WallClockTime?, plan: @escaping @Sendable (WallClockTime, WallClockTime?) throws -> TimelapseSchedule.Plan) {
@@ -151,6 +156,91 @@ public final class TimelapseRun {
         whiteBalance = WhiteBalanceFade(maxStep: spec.wbStep, applied: resume.whiteBalance)
     }
 
+    /// Opens job `spec.name`'s journal in `directory` (`timelapse.sqlite`), checked whole, and
+    /// makes disk and journal agree before any slot is taken:
+    ///
+    /// - a slot begun and never recorded (the process killed between its files and its row) is
+    ///   recorded now as failed, with its files adopted after checking each is whole (a JPEG from
+    ///   its SOI to its EOI, a DNG's TIFF header, a sidecar's closing brace); any that is not is
+    ///   removed; `log` says which;
+    /// - a new job in a folder holding captures no journal here knows (a journal lost, emptied or
+    ///   deleted) is refused unless `ignoreExistingPhotos`: the new journal would neither number
+    ///   them nor count them against `--keep`.
+    ///
+    /// - Throws: `.invalidState` for a damaged journal, `.invalidArgument` for photos without a
+    ///   journal, `.busy` for a job another process runs.
+    public static func openJournal(in directory: OutputDirectory, spec: TimelapseJobSpec, ignoreExistingPhotos: Bool,
+                                   log: @Sendable (String) -> Void) throws -> TimelapseJournal {
+        let path = directory.path + "/" + journalName
+        let journal = try TimelapseJournal(path: path, job: spec.name, spec: spec.journalSpec)
+        let template = try FileNameTemplate(validating: spec.template)
+        for intent in try journal.pendingSlots() {
+            try adopt(intent, journal: journal, directory: directory, template: template, log: log)
+        }
+        if journal.created && !ignoreExistingPhotos {
+            let known = try journal.knownPaths()
+            let unknown = directory.capturedFiles(depth: template.pattern.split(separator: "/").count + 1).filter { !known.contains($0) }
+            if let first = unknown.first {
+                // Refused before it began: the job is not left behind for a later run to find.
+                try journal.discardNewJob()
+                throw ShutterbugError(.invalidArgument, "\(directory.path) already holds \(unknown.count) photo file\(unknown.count == 1 ? "" : "s") that no journal here knows (\(first)\(unknown.count > 1 ? ", …" : "")): its journal \(path) is missing, empty or new, and a new job '\(spec.name)' would neither count them against --keep nor picture them. Give --ignore-existing-photos to start anyway (they stay as they are), or another --output")
+            }
+        }
+        return journal
+    }
+
+    /// The journal's file name in a job's folder.
+    public static let journalName = "timelapse.sqlite"
+
+    /// Records a slot the last run began and never recorded, adopting its whole files.
+    static func adopt(_ intent: TimelapseJournal.Intent, journal: TimelapseJournal, directory: OutputDirectory, template: FileNameTemplate,
+                      log: @Sendable (String) -> Void) throws {
+        let known = try journal.knownPaths()
+        let paths = intent.number.map { directory.files(ofCapture: $0, template: template) }?.filter { !known.contains($0) } ?? []
+        var adopted: [TimelapseJournal.FileRecord] = []
+        var removed: [String] = []
+        for p in paths {
+            if let bytes = readAll(p), isWhole(bytes, path: p) {
+                adopted.append(.init(path: p, bytes: bytes.count, crc32: CRC32.checksum(bytes)))
+            } else if unlink(p) == 0 {
+                removed.append(p)
+            }
+        }
+        // The sidecar is written after every photo of the capture: with it, the slot is whole.
+        let whole = adopted.contains { $0.path.hasSuffix(".json") } && removed.isEmpty
+        let state: TimelapseJournal.SlotState = whole ? .taken : .failed
+        let reason = "interrupted: the run stopped after writing \(whole ? "all" : "\(adopted.count)") of this slot's files and before journalling it; \(adopted.isEmpty ? "none was" : "they were") adopted on resume\(removed.isEmpty ? "" : ", \(removed.count) incomplete removed")"
+        try journal.record(.init(index: intent.index, wall: intent.wall, state: state, reason: reason, number: adopted.isEmpty ? nil : intent.number), files: adopted)
+        log("slot \(intent.index) was begun and not journalled (the last run was stopped): \(adopted.count) whole file\(adopted.count == 1 ? "" : "s") adopted\(adopted.isEmpty ? "" : " (" + adopted.map(\.path).joined(separator: ", ") + ")")\(removed.isEmpty ? "" : "; removed as incomplete: " + removed.joined(separator: ", ")); recorded as \(state.rawValue)")
+    }
+
+    static func readAll(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { return out }
+            out += chunk[..<n]
+        }
+    }
+
+    /// Whether a file the writer named looks whole: it writes unnamed files and names them
+    /// when complete, so anything else is damage from outside (a disk or a hand).
+    static func isWhole(_ b: [UInt8], path: String) -> Bool {
+        guard !b.isEmpty else { return false }
+        switch path.lowercased().split(separator: ".").last {
+        case "jpg", "jpeg": return b.count > 4 && b[0] == 0xFF && b[1] == 0xD8 && b[b.count - 2] == 0xFF && b[b.count - 1] == 0xD9
+        case "dng": return b.count > 8 && (b.prefix(4) == [0x49, 0x49, 0x2A, 0x00] || b.prefix(4) == [0x4D, 0x4D, 0x00, 0x2A])
+        case "json": return b.last(where: { $0 != 0x0A && $0 != 0x20 }) == 0x7D
+        default: return true
+        }
+    }
+
     /// The first step's exposure at the next slot: what the lock's lead is counted in.
     public var firstStepExposure: Duration { (spec.manual ?? ramp.settings(biases: spec.biases).steps)[0].exposure }
 
@@ -233,8 +323,17 @@ public final class TimelapseRun {
         // Every file that could not be written is named (on a full disk, the photos first,
         // not only the sidecar that failed last).
         var writeFailures: [String] = []
+        // The slot's number goes into the journal before any of its files exists: a run killed
+        // between the two leaves a slot the next run can reconcile (`openJournal`).
+        let numbered = try directory.nextCaptureNumber(template: writer.template)
+        if let n = numbered.notice { log(n) }
         do {
-            for try await e in writer.capture(settings, on: session) {
+            try journal.intend(.init(index: k, wall: wall, number: numbered.number))
+        } catch {
+            log("slot \(k): cannot journal the slot before writing it (\(error)); a kill now would leave its files unjournalled")
+        }
+        do {
+            for try await e in writer.capture(settings, on: session, number: numbered.number) {
                 observe?(e)
                 switch e {
                 case .photoCaptured(let s, let m): result.frames.append(.init(step: s.index, metadata: m, bias: biases[s.index]))
@@ -359,7 +458,7 @@ public final class TimelapseRun {
         do {
             let columns = try journal.keogramColumns()
             guard !columns.isEmpty else { throw ShutterbugError(.invalidState, "the job has no slot yet") }
-            keogram = try directory.replace("keogram.png", with: try Keogram.png(columns))
+            keogram = try directory.replace("keogram\(spec.pictureSuffix).png", with: try Keogram.png(columns))
         } catch {
             log("the keogram was not written: \(error)")
         }
@@ -372,7 +471,7 @@ public final class TimelapseRun {
                                         "\(t.exposure?.exposureDescription ?? "-")  GAIN \(t.gain.map { String(format2: $0) } ?? "-")"])
             }
             let title = "\(spec.name.uppercased())  \(thumbs.count) OF \((try? journal.counts().values.reduce(0, +)) ?? 0) SLOTS  EV \(spec.biases.map { String(format2: $0) }.joined(separator: ","))"
-            sheet = try directory.replace("contact-sheet.jpg", with: try RunSheet.jpeg(tiles, title: title))
+            sheet = try directory.replace("contact-sheet\(spec.pictureSuffix).jpg", with: try RunSheet.jpeg(tiles, title: title))
         } catch {
             log("the contact sheet was not written: \(error)")
         }

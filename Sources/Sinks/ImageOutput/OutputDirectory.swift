@@ -152,6 +152,28 @@ public final class OutputDirectory: Sendable {
         return warnedAboutCounter.exchange(true, ordering: .relaxed) ? nil : notice
     }
 
+    /// The captures' files here (photos and sidecars: `.jpg`, `.dng`, `.json`), as full paths,
+    /// `depth` folders down; hidden files and a timelapse's keogram and contact sheet aside.
+    public func capturedFiles(depth: Int) -> [String] {
+        var out: [String] = []
+        Self.walk(path, depth: depth) { full, _, name, isDirectory in
+            guard !isDirectory, !name.hasPrefix("."), !name.hasPrefix("keogram"), !name.hasPrefix("contact-sheet") else { return }
+            if [".jpg", ".jpeg", ".dng", ".json"].contains(where: { name.lowercased().hasSuffix($0) }) { out.append(full) }
+        }
+        return out.sorted()
+    }
+
+    /// The files `template` named for capture `number` (full paths); empty when the template
+    /// has no `{capture}`.
+    public func files(ofCapture number: Int, template: FileNameTemplate) -> [String] {
+        guard template.pattern.contains("{capture}"), let regex = template.captureRegex() else { return [] }
+        var out: [String] = []
+        Self.walk(path, depth: template.pattern.split(separator: "/").count - 1) { full, relative, name, isDirectory in
+            if !isDirectory, !name.hasPrefix("."), template.captureNumber(in: relative, regex: regex) == number { out.append(full) }
+        }
+        return out.sorted()
+    }
+
     /// The highest capture number among the files `template` names here (0 if none).
     func highestCaptureNumber(template: FileNameTemplate) -> Int {
         guard template.pattern.contains("{capture}"), let regex = template.captureRegex() else { return 0 }

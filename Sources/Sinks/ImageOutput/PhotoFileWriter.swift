@@ -143,11 +143,13 @@ public final class PhotoFileWriter: Sendable {
     /// Captures `settings` on `session` and writes each photo in `settings.formats`, then the
     /// sidecar. Checks the free space first (the stream fails with `.noSpace` before capturing
     /// when the capture would eat into the reserve) and waits for room in the pool.
-    public func capture(_ settings: PhotoSettings, on session: CaptureSession) -> AsyncThrowingStream<OutputEvent, any Error> {
+    /// `number`: the capture's number, when the caller took it already (a timelapse journals
+    /// it before any file is written); by default the directory's next.
+    public func capture(_ settings: PhotoSettings, on session: CaptureSession, number: Int? = nil) -> AsyncThrowingStream<OutputEvent, any Error> {
         let (stream, out) = AsyncThrowingStream<OutputEvent, any Error>.makeStream()
         let task = Task {
             do {
-                try await self.run(settings, session: session, out: out)
+                try await self.run(settings, session: session, number: number, out: out)
             } catch {
                 out.finish(throwing: error)
             }
@@ -156,7 +158,7 @@ public final class PhotoFileWriter: Sendable {
         return stream
     }
 
-    private func run(_ settings: PhotoSettings, session: CaptureSession, out: AsyncThrowingStream<OutputEvent, any Error>.Continuation) async throws {
+    private func run(_ settings: PhotoSettings, session: CaptureSession, number given: Int?, out: AsyncThrowingStream<OutputEvent, any Error>.Continuation) async throws {
         try check(settings.formats)
         let steps = max(settings.bracket?.count ?? 1, 1)
         let (memory, disk) = footprint(settings.formats)
@@ -166,9 +168,14 @@ public final class PhotoFileWriter: Sendable {
         var unused = memory * steps
         defer { if unused > 0 { pool.unreserve(unused) } }
 
-        let numbered = try directory.nextCaptureNumber(template: template)
-        if let notice = numbered.notice { out.yield(.notice(notice)) }
-        let number = numbered.number
+        let number: Int
+        if let given {
+            number = given
+        } else {
+            let numbered = try directory.nextCaptureNumber(template: template)
+            if let notice = numbered.notice { out.yield(.notice(notice)) }
+            number = numbered.number
+        }
         let record = CaptureRecord(steps: steps, clock: FrameClock.sample())
         var name: ((Int?) -> String)?
         var resolved: ResolvedPhotoSettings?

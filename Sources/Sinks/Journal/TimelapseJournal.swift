@@ -13,6 +13,8 @@ public final class TimelapseJournal: @unchecked Sendable {
     // `@unchecked Sendable`: the database serialises access; used from one task at a time.
     public let database: SQLiteDatabase
     public let jobID: Int64
+    /// The job was new to this journal when it was opened.
+    public let created: Bool
     public let jobName: String
     /// Held while the job runs (`flock`, released by the kernel however the process ends).
     private let lockFD: Int32
@@ -96,6 +98,12 @@ public final class TimelapseJournal: @unchecked Sendable {
         lockFD = fd
         do {
             database = try SQLiteDatabase(path: path)
+            // A journal damaged in the middle is found now, before a slot is taken, not after.
+            let check = try database.query("PRAGMA quick_check").map { $0.first?.text ?? "" }
+            guard check == ["ok"] else { throw ShutterbugError(.system, check.prefix(3).joined(separator: "; ").split(whereSeparator: \.isNewline).joined(separator: " ")) }
+        } catch let e as ShutterbugError {
+            close(fd)
+            throw ShutterbugError(.invalidState, "the journal \(path) is damaged (\(e.message)); the photos beside it are untouched. Move it aside (mv \(path) \(path).damaged) and run again with --ignore-existing-photos to start a new journal, or restore it from a copy")
         } catch {
             close(fd)
             throw error
@@ -132,6 +140,8 @@ public final class TimelapseJournal: @unchecked Sendable {
                 before_slot INTEGER, reason TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS ramp(job INTEGER PRIMARY KEY REFERENCES jobs(id), exposure_ns INTEGER NOT NULL, gain REAL NOT NULL, after_slot INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS white_balance(job INTEGER PRIMARY KEY REFERENCES jobs(id), red REAL NOT NULL, blue REAL NOT NULL, after_slot INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS intents(job INTEGER NOT NULL REFERENCES jobs(id), idx INTEGER NOT NULL, wall_ns INTEGER NOT NULL,
+                number INTEGER, started_wall_ns INTEGER NOT NULL, PRIMARY KEY (job, idx));
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '\(Self.schemaVersion)');
             """)
         jobName = name
@@ -140,10 +150,54 @@ public final class TimelapseJournal: @unchecked Sendable {
                 throw ShutterbugError(.invalidArgument, "the journal \(path) has a job '\(name)' with other settings (\(row[1].text ?? "")); resume it with the same settings, or give a new --job name")
             }
             jobID = row[0].int!
+            created = false
         } else {
             try database.query("INSERT INTO jobs(name, spec, created_wall_ns) VALUES (?, ?, ?)", [.text(name), .text(spec), .int(Self.wallNow())])
             jobID = try database.query("SELECT last_insert_rowid()")[0][0].int!
+            created = true
         }
+    }
+
+    /// A slot about to be written: its index, wall time and capture number, journalled before
+    /// any of its files is, so a run killed between its files and its row leaves a trace the
+    /// next run reconciles (`pendingSlots`). `record` of the slot clears it in its transaction.
+    public struct Intent: Sendable, Hashable {
+        public var index: Int
+        public var wall: WallClockTime
+        public var number: Int?
+        public init(index: Int, wall: WallClockTime, number: Int?) {
+            self.index = index
+            self.wall = wall
+            self.number = number
+        }
+    }
+
+    public func intend(_ intent: Intent) throws {
+        try database.query("INSERT OR REPLACE INTO intents VALUES (?,?,?,?,?)", [.int(jobID), .int(Int64(intent.index)), .int(intent.wall.nanoseconds),
+                                                                                 intent.number.map { .int(Int64($0)) } ?? .null, .int(Self.wallNow())])
+    }
+
+    /// Slots begun and never recorded (the process was killed in between), oldest first.
+    public func pendingSlots() throws -> [Intent] {
+        try database.query("SELECT idx, wall_ns, number FROM intents WHERE job = ? AND idx NOT IN (SELECT idx FROM slots WHERE job = ?) ORDER BY idx",
+                           [.int(jobID), .int(jobID)]).map {
+            Intent(index: Int($0[0].int!), wall: WallClockTime(nanoseconds: $0[1].int!), number: $0[2].int.map(Int.init))
+        }
+    }
+
+    /// Removes the job this opening created, before anything was recorded for it (a start
+    /// refused after the journal was opened).
+    public func discardNewJob() throws {
+        guard created else { return }
+        try database.transaction {
+            try database.query("DELETE FROM intents WHERE job = ?", [.int(jobID)])
+            try database.query("DELETE FROM jobs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM slots WHERE job = ?)", [.int(jobID), .int(jobID)])
+        }
+    }
+
+    /// Every file path any job of this journal recorded (deleted ones too).
+    public func knownPaths() throws -> Set<String> {
+        Set(try database.query("SELECT path FROM files").compactMap { $0[0].text })
     }
 
     /// The job's slot 0 in wall time, once set: a resumed job keeps its grid.
@@ -206,6 +260,7 @@ public final class TimelapseJournal: @unchecked Sendable {
                     m.digitalGain.map { .double($0.value) } ?? .null, m.lux.map(Value.double) ?? .null, m.colourGains.map { .double($0.red) } ?? .null,
                     m.colourGains.map { .double($0.blue) } ?? .null, m.colourTemperature.map { .int(Int64($0)) } ?? .null])
             }
+            try database.query("DELETE FROM intents WHERE job = ? AND idx = ?", [.int(jobID), .int(Int64(slot.index))])
             for f in files {
                 try database.query("INSERT INTO files(path, job, idx, bytes, crc32) VALUES (?,?,?,?,?)",
                                    [.text(f.path), .int(jobID), .int(Int64(slot.index)), .int(Int64(f.bytes)), .int(Int64(f.crc32))])
