@@ -75,6 +75,45 @@ struct PiSPCompressionTests {
         #expect(used == [0, 1, 2, 3], "every quantisation mode was exercised, saw \(used.sorted())")
     }
 
+    /// One block of 8 samples (16-bit scale, offset included) compressed: its two words' modes
+    /// and the samples decoded.
+    func roundTrip(_ input: [UInt16]) -> (modes: [UInt8], decoded: [UInt16]) {
+        let width = input.count
+        var packed = [UInt8](repeating: 0, count: (width + 7) / 8 * 8)
+        input.withUnsafeBufferPointer { i in packed.withUnsafeMutableBufferPointer { _ = sbr_pisp_compress_row(i.baseAddress!, UInt32(width), $0.baseAddress!) } }
+        var modes = [UInt8](repeating: 0, count: 2 * ((width + 7) / 8))
+        packed.withUnsafeBufferPointer { p in modes.withUnsafeMutableBufferPointer { sbr_pisp_row_modes(p.baseAddress!, UInt32(width), $0.baseAddress!) } }
+        var back = [UInt16](repeating: 0, count: width)
+        packed.withUnsafeBufferPointer { p in back.withUnsafeMutableBufferPointer { _ = sbr_pisp_decompress_row(p.baseAddress!, UInt32(width), $0.baseAddress!) } }
+        return (modes, back)
+    }
+
+    @Test("every level mode 0 can hold is coded in mode 0: across the step change at level 320 (16 below, 32 above) a value is judged by the gap on its own side")
+    func finestModeAcrossTheStepChange() {
+        var refused: [Int] = []
+        // Offset-removed values up to mode 0's top level (11232) and half a step past it.
+        for v in 0...(11232 + 16) {
+            let s = UInt16(v + 2048)
+            let (modes, back) = roundTrip(Array(repeating: s, count: 8))
+            if modes != [0, 0] { refused.append(v); continue }
+            let step = v <= 5120 ? 16 : 32
+            #expect(abs(Int(back[0]) - Int(s)) * 2 <= step, "\(v): decoded \(back[0])")
+        }
+        #expect(refused.isEmpty, "values mode 0 holds were coded coarser: \(refused.prefix(10))\(refused.count > 10 ? "…" : "") (\(refused.count))")
+    }
+
+    @Test("a short last block is padded with its own colour's samples: a bright colour beside a dark one does not coarsen the dark one's last word")
+    func paddingKeepsTheColour() {
+        for width in [2, 9, 10, 11, 12, 13, 14, 15] {
+            // Even columns one colour (dark, mode 0), odd columns the other (bright, escape).
+            let input = (0..<width).map { UInt16($0 % 2 == 0 ? 2048 + 1000 : 60000) }
+            let (modes, back) = roundTrip(input)
+            let lastEven = modes[modes.count - 2]
+            #expect(lastEven == 0, "width \(width): the last block's dark samples were coded in mode \(lastEven)")
+            for x in stride(from: 0, to: width, by: 2) { #expect(abs(Int(back[x]) - Int(input[x])) <= 8, "width \(width), column \(x): \(back[x])") }
+        }
+    }
+
     @Test("a known block decodes as the format describes")
     func knownBlock() {
         // Mode 1 (steps of 64): q = 10, 20, 30, 40 -> 640, 1280, 1920, 2560, plus the 2048 offset.

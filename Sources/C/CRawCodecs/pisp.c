@@ -121,13 +121,28 @@ static uint32_t quantise(uint32_t v, uint32_t mode)
 	}
 }
 
-/* The coarsest error a mode may make on v (half its step there), or more if v is beyond it. */
+/* The highest code of a mode: 511 for modes 0 to 2, 175 for the escape. */
+static uint32_t top_code(uint32_t mode)
+{
+	return mode == 3 ? 175 : 511;
+}
+
+/*
+ * Whether level q of a mode holds v: v lies within half the gap to the neighbouring level on
+ * its side (at level 320 of mode 0 that is 8 below and 16 above, where the steps change from
+ * 16 to 32). The escape mode holds everything (it saturates).
+ */
 static int fits(uint32_t v, uint32_t mode, uint32_t q)
 {
+	if (mode == 3)
+		return 1;
 	uint32_t d = dequantise(q, mode);
-	uint32_t err = d > v ? d - v : v - d;
-	uint32_t half = mode == 0 ? (q <= 320 ? 8 : 16) : mode == 1 ? 32 : mode == 2 ? 64 : (q < 95 ? 128 : 256);
-	return err <= half || (mode == 3);
+	if (v >= d) {
+		uint32_t next = q < top_code(mode) ? dequantise(q + 1, mode) : d + (d - dequantise(q - 1, mode));
+		return 2 * (v - d) <= next - d;
+	}
+	uint32_t prev = q > 0 ? dequantise(q - 1, mode) : 0;
+	return 2 * (d - v) <= d - prev;
 }
 
 /* Codes 4 samples (16-bit scale, offset already taken off) in the finest mode that holds them. */
@@ -181,9 +196,16 @@ int sbr_pisp_compress_row(const uint16_t *src, uint32_t width, uint8_t *dst)
 		for (uint32_t phase = 0; phase < 2; phase++) {
 			uint32_t v[4];
 			for (uint32_t i = 0; i < 4; i++) {
-				/* Pad a short last block with its last sample. */
+				/*
+				 * Pad a short last block with its last sample of the same phase (the
+				 * same Bayer colour), never the other colour's: a bright red beside a
+				 * dark green would force a coarser mode on the greens.
+				 */
 				uint32_t k = x + phase + 2 * i;
-				uint32_t s = src[k < width ? k : width - 1];
+				uint32_t j = k < width ? k : width - 1 - ((width - 1 + k) & 1);
+				if (j >= width)
+					j = width - 1;
+				uint32_t s = src[j];
 				v[i] = s > PISP_OFFSET ? s - PISP_OFFSET : 0;
 			}
 			write_le32(dst + 4 * phase, encode_word(v));
