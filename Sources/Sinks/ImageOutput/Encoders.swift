@@ -257,9 +257,11 @@ enum ColourMath {
         (Colorimetry.srgbToXYZ * Matrix3(correction) * Matrix3.diagonal(red, 1, blue)).inverse.elements
     }
 
-    /// An 8-bit sRGB preview 1/16 the size: each pixel the mean of 16 of its 16x16 block's 2x2
-    /// cells per colour (two full row pairs), white-balanced, colour-corrected and through the
-    /// sRGB tone curve, as the JPEG is.
+    /// An 8-bit sRGB preview 1/16 the size: each pixel the mean of every 2x2 cell of its 16x16
+    /// block per colour, white-balanced, colour-corrected and through the sRGB tone curve, as
+    /// the JPEG is. Every row pair counts: with only some of them, an edge between the two rows
+    /// of a sampled pair gave a pixel its red from one side and its blue from the other, a
+    /// false colour along every horizontal edge.
     static func preview(_ data: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bits: Int, packing: sbi_packing, cfa: CFAPattern,
                         black: Double, white: Double, red: Double, blue: Double, correction: [Double]) -> (rgb: [UInt8], width: Int, height: Int) {
         let block = 16
@@ -278,10 +280,7 @@ enum ColourMath {
         let across = width >= block ? block : width & ~1
         for y in 0..<ph {
             for i in sums.indices { sums[i] = 0; counts[i] = 0 }
-            // Two row pairs per block, a quarter and three quarters down: every 2x2 cell across
-            // them is averaged (16 cells per block), at a quarter of the cost of every row.
-            let rows = [y * block + block / 4, y * block + block / 4 + 1, y * block + 3 * block / 4, y * block + 3 * block / 4 + 1].filter { $0 < height }
-            for sy in rows {
+            for sy in (y * block)..<min(y * block + block, height & ~1) {
                 let c0 = sites[(sy & 1) * 2], c1 = sites[(sy & 1) * 2 + 1]
                 row.withUnsafeMutableBufferPointer { r in
                     _ = sbi_unpack_row(data + sy * stride, UInt32(width), UInt32(bits), packing, r.baseAddress!)
