@@ -140,22 +140,11 @@ struct Bracket: AsyncParsableCommand {
         let formats = try self.formats()
         let processed = StreamRequest(role: StreamRole(rawValue: role)!)
         var streams = [processed]
-        var alone: SensorModeReport?
+        var rawRule: RawStreamRule?
         if output != nil && formats.contains(.dng) {
-            // The raw stream picks the sensor mode on a Pi, and by default asks for the full
-            // sensor: ask instead for the mode the processed stream runs in alone, so adding
-            // DNG never silently slows the sensor down.
-            _ = try cam.configure([processed])
-            alone = cam.sensorModeReport
-            var raw = StreamRequest(role: .raw)
-            if let (w, h) = try NumericInput.size(rawSize, "--raw-size", example: "2028x1520") {
-                raw.width = w
-                raw.height = h
-            } else if let w = alone?.width, let h = alone?.height {
-                raw.width = w
-                raw.height = h
-            }
+            let (raw, rule) = try RawStreamRule.raw(for: cam, processed: [processed], rawSize: rawSize)
             streams.append(raw)
+            rawRule = rule
         }
         // A preview gets its own viewfinder stream at the display's size, beside the still
         // (and raw) streams, as the Pi's Viewfinder role would.
@@ -175,9 +164,7 @@ struct Bracket: AsyncParsableCommand {
         }
         for a in config.adjustments { notice("adjusted: \(a)") }
         let mode = cam.sensorModeReport
-        if rawSize == nil, let alone, let mode, alone.isFaster(than: mode) {
-            notice("DNG needs a raw stream, which switches the sensor from \(alone) to \(mode)")
-        }
+        if let line = rawRule?.line(mode) { notice(line) }
         let photoSettings = PhotoSettings(bracket: settings, formats: formats)
         do {
             try await session.validate(photoSettings)

@@ -55,6 +55,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Where captures are written.", valueName: "dir"))
     var output: String
 
+    @Option(name: .long, help: ArgumentHelp("With DNG: the raw stream's size, which picks the sensor mode on a Pi (e.g. 4056x3040 for the HQ camera's full-resolution mode); default the mode the processed stream runs in alone.", valueName: "WxH"))
+    var rawSize: String?
+
     @Option(name: .long, help: ArgumentHelp("The processed stream's size, e.g. 1332x990; default the sensor's full size.", valueName: "WxH"))
     var size: String?
 
@@ -85,6 +88,7 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        _ = try NumericInput.size(rawSize, "--raw-size", example: "2028x1520")
         _ = try access()
         if let size { _ = try TimelapseCommand.parseSize(size) }
     }
@@ -187,7 +191,9 @@ struct ServeCommand: AsyncParsableCommand {
         // no display is one line and the service goes on.
         let preview = previewOptions.open()
         defer { preview?.close() }
-        var streams = [stream, StreamRequest(role: .raw)]
+        // The raw stream (DNG over the API and for jobs) in the processed stream's own mode.
+        let (raw, rawRule) = try RawStreamRule.raw(for: cam, processed: [stream], rawSize: rawSize)
+        var streams = [stream, raw]
         if let preview { streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam)) }
         let config: CameraConfiguration
         do {
@@ -198,6 +204,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError(e.message)
         }
         for a in config.adjustments { logger.notice("adjusted: \(a)") }
+        if let line = rawRule.line(cam.sensorModeReport) { logger.notice("\(line)") }
         let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
         // The simulated sensor's modes as its profile has them (the Pi pipeline's choices).
         let modes = (cam as? SimulatedCamera).map { sim in

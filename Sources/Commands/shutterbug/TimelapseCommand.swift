@@ -70,6 +70,9 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("File formats: dng, jpeg, or both.", valueName: "dng,jpeg"))
     var format: String = "jpeg"
 
+    @Option(name: .long, help: ArgumentHelp("With DNG: the raw stream's size, which picks the sensor mode on a Pi (e.g. 4056x3040 for the HQ camera's full-resolution mode); default the mode the processed stream runs in alone.", valueName: "WxH"))
+    var rawSize: String?
+
     @Option(name: .long, help: ArgumentHelp("The job's name in the journal: the same name resumes it.", valueName: "name"))
     var job: String = Self.defaultJob
     static let defaultJob = "timelapse"
@@ -120,6 +123,7 @@ struct TimelapseCommand: AsyncParsableCommand {
     var noPhaseLock = false
 
     func validate() throws {
+        _ = try NumericInput.size(rawSize, "--raw-size", example: "2028x1520")
         if interval != nil, at != nil { throw ValidationError("--interval and --at exclude each other: give a grid (--interval 30s) or a list of times (--at 08:00,12:00)") }
         _ = try period()
         if let count, !(1...10_000_000).contains(count) { throw ValidationError("--count must be in 1...10000000, not \(count)") }
@@ -313,8 +317,6 @@ struct TimelapseCommand: AsyncParsableCommand {
         let formats = spec.formats
         var stream = StreamRequest(role: .still)
         if let size { (stream.width, stream.height) = try Self.parseSize(size) }
-        var streams = [stream]
-        if formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
         let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
         /// The camera, its session and the writer for its streams: opened at the start, and
         /// again when the camera fails or goes away.
@@ -327,8 +329,16 @@ struct TimelapseCommand: AsyncParsableCommand {
             let cam = try camera.open()
             do {
                 let session = CaptureSession(backend: cam)
+                var streams = [stream]
+                var rawRule: RawStreamRule?
+                if formats.contains(.dng) {
+                    let (raw, rule) = try RawStreamRule.raw(for: cam, processed: [stream], rawSize: rawSize)
+                    streams.append(raw)
+                    rawRule = rule
+                }
                 let config = try await session.start(streams: streams, preparedBracketCount: biases.count)
                 for a in config.adjustments { notice("adjusted: \(a)") }
+                if let line = rawRule?.line(cam.sensorModeReport) { notice(line) }
                 let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config),
                                                  template: try FileNameTemplate(validating: name), metersLuma: true)
                 try writer.check(formats)

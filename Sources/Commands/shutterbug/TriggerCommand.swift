@@ -78,6 +78,9 @@ struct TriggerCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("File formats with --output: dng, jpeg, or both.", valueName: "dng,jpeg"))
     var format: String = "jpeg"
 
+    @Option(name: .long, help: ArgumentHelp("With DNG: the raw stream's size, which picks the sensor mode on a Pi (e.g. 4056x3040 for the HQ camera's full-resolution mode); default the mode the processed stream runs in alone.", valueName: "WxH"))
+    var rawSize: String?
+
     @Flag(name: .long, help: "One JSON object per capture, then a summary object.")
     var json = false
 
@@ -91,6 +94,7 @@ struct TriggerCommand: AsyncParsableCommand {
     var pulseWidth: String = "10ms"
 
     func validate() throws {
+        _ = try NumericInput.size(rawSize, "--raw-size", example: "2028x1520")
         let sources = [gpio != nil, signal, keypress, simulated != nil].filter { $0 }.count
         guard sources == 1 else { throw ValidationError("give exactly one trigger source: --gpio LINE, --signal, --keypress or --simulated PATTERN") }
         guard ["falling", "rising", "both"].contains(edge) else { throw ValidationError("--edge must be falling, rising or both, not '\(edge)'") }
@@ -172,8 +176,14 @@ struct TriggerCommand: AsyncParsableCommand {
         let formats = try self.formats()
         let biases = try ev.map { try NumericInput.numbers($0, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") }
         let bracket: BracketSettings? = biases.map { .exposureBias($0) }
-        var streams = [StreamRequest(role: StreamRole(rawValue: role)!)]
-        if output != nil && formats.contains(.dng) { streams.append(StreamRequest(role: .raw)) }
+        let processed = StreamRequest(role: StreamRole(rawValue: role)!)
+        var streams = [processed]
+        var rawRule: RawStreamRule?
+        if output != nil && formats.contains(.dng) {
+            let (raw, rule) = try RawStreamRule.raw(for: cam, processed: [processed], rawSize: rawSize)
+            streams.append(raw)
+            rawRule = rule
+        }
         if let preview {
             streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam))
         }
@@ -198,6 +208,7 @@ struct TriggerCommand: AsyncParsableCommand {
         } catch let e as ShutterbugError where e.code == .invalidArgument {
             throw ValidationError(e.message)
         }
+        if let line = rawRule?.line(cam.sensorModeReport) { notice(line) }
         for a in config.adjustments { notice("adjusted: \(a)") }
         var writer: PhotoFileWriter?
         if let output {
