@@ -130,3 +130,45 @@ struct StalledWaitTests {
         }
     }
 }
+
+/// In virtual time the camera's clock jumps over a stall: no tick sees it pass, so the frames'
+/// own timestamps must tell it (the first frame after the gap).
+@Suite("A stall in virtual time is judged on the camera's clock", .timeLimit(.minutes(2)))
+struct VirtualStallTests {
+    @Test("a manual bracket across a 30 s stall fails naming the step it stalled before, instead of bridging the gap")
+    func bracketAcrossAStall() async throws {
+        let (session, cam) = try await simulatedSession(.imx477, landing: .random, stream: StreamRequest(role: .video), prepared: 5) {
+            $0.clock = .virtual
+            $0.faults.stallAtFrame = 24
+            $0.faults.stallDuration = .seconds(30)
+        }
+        defer { cam.release() }
+        var photos: [Int] = []
+        do {
+            let steps = [1000, 2000, 4000, 8000, 16_000].map { (Duration.microseconds($0), Gain(1)) }
+            for try await e in await session.capture(PhotoSettings(bracket: .manualExposure(steps))) {
+                if case .photo(let p) = e {
+                    photos.append(p.step.index + 1)
+                    p.release()
+                }
+            }
+            Issue.record("the bracket bridged a 30 s stall: steps \(photos)")
+        } catch let e as ShutterbugError {
+            #expect(e.code == .timeout && e.message.contains("no frame came back for 30") && e.message.contains("stalled before step"), "\(e)")
+            #expect(photos == Array(photos.indices.map { $0 + 1 }), "the steps before the stall come out in order: \(photos)")
+        }
+    }
+
+    @Test("a focus lock across a 30 s stall fails by time, naming the stall")
+    func focusAcrossAStall() async throws {
+        let (session, cam) = try await simulatedSession(.imx708, landing: .random, stream: StreamRequest(role: .video), prepared: 1) { $0.clock = .virtual }
+        defer { cam.release() }
+        cam.stall(for: .seconds(30))
+        do {
+            _ = try await session.configure { $0.lockedFocus = Dioptres(11.5) }
+            Issue.record("the focus lock bridged a 30 s stall")
+        } catch let e as ShutterbugError {
+            #expect(e.code == .timeout && e.message.contains("stalled"), "\(e)")
+        }
+    }
+}

@@ -174,7 +174,7 @@ extension CaptureSession {
             return
         }
         capture.resolved.steps = planned.map(\.0)
-        capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing, now: now(), notBefore: capture.settings.exposedAfter)
+        capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing, now: progressTime(), notBefore: capture.settings.exposedAfter)
         capture.phase = .bracketing
         capture.continuation.yield(.settingsResolved(capture.resolved))
         startTicking()
@@ -187,7 +187,7 @@ extension CaptureSession {
         case .done:
             return false
         case .single(let after):
-            capture.lastProgress = now()
+            capture.lastProgress = progressTime()
             guard c.status == .complete, after.map({ c.metadata.sequence > $0 }) ?? true else { return false }
             if let instant = capture.settings.exposedAfter {
                 guard let start = c.metadata.earliestExposureStart, start >= instant else { return false }
@@ -197,15 +197,15 @@ extension CaptureSession {
             complete(capture)
             return true
         case .waitingForInstant(let instant):
-            capture.lastProgress = now()
+            capture.lastProgress = progressTime()
             if requestsLandAfter(instant, exposure: firstExposure(capture)) { plan(capture) }
             return false
         case .phaseLocking:
-            capture.lastProgress = now()
+            capture.lastProgress = progressTime()
             capture.lock?.observe(cookie: c.cookie, status: c.status, metadata: c.metadata)
             return false
         case .metering:
-            capture.lastProgress = now()
+            capture.lastProgress = progressTime()
             capture.meteredFrames += 1
             if capture.meteredFrames > ActiveCapture.meteringFrameLimit {
                 let last = recentMetadata.last.map { "\($0.exposureTime?.exposureDescription ?? "-") at gain \(String(format2: $0.totalGain?.value ?? 0))" } ?? "-"
@@ -255,7 +255,7 @@ extension CaptureSession {
     private func bracket(_ c: CompletedRequest, _ capture: ActiveCapture) -> Bool {
         guard var s = capture.scheduler else { return false }
         capture.lock?.observe(cookie: c.cookie, status: c.status, metadata: c.metadata)
-        let actions = s.complete(cookie: c.cookie, requestSequence: c.requestSequence, status: c.status, metadata: c.metadata, now: now())
+        let actions = s.complete(cookie: c.cookie, requestSequence: c.requestSequence, status: c.status, metadata: c.metadata, now: progressTime())
         capture.scheduler = s
         var keep = false
         for a in actions {

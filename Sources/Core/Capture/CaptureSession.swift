@@ -55,6 +55,15 @@ public actor CaptureSession {
     var lastSequence: UInt32?
     /// The newest non-cancelled frame's sequence, for the dropped-frame count.
     var lastCounted: UInt32?
+    /// The newest frame's `SensorTimestamp`: a gap after it on the camera's clock is judged.
+    var lastFrameTime: SensorTime?
+    /// While a frame is handled, its own time on the camera's clock: what the machines count
+    /// progress by. (In virtual time the camera's clock may already be far past the frame: the
+    /// simulated sensor runs ahead, over a stall too.)
+    var frameTime: SensorTime?
+
+    /// When progress was made: the frame being handled's time, else the camera's clock.
+    func progressTime() -> SensorTime { frameTime ?? now() }
     /// Controls in force outside a capture, sent again to restore after one.
     var baseline = CameraControls()
     var waitingControls = Ring<(controls: CameraControls, locks: [Int])>(capacity: 8)
@@ -346,6 +355,7 @@ public actor CaptureSession {
         pump?.cancel()
         ticker?.cancel()
         ticker = nil
+        lastFrameTime = nil
         fail(ShutterbugError(.invalidState, "the session stopped"))
         endMonitors()
     }
@@ -405,6 +415,17 @@ public actor CaptureSession {
     func handle(_ c: CompletedRequest) {
         let m = c.metadata
         var holders = 0
+        // Time is the camera's: a frame that comes after a gap (a stall) lets the machines judge
+        // the gap before they take it, as a tick during the gap would have. In virtual time the
+        // clock jumps over a stall and no tick sees it pass; in real time the ticks usually have.
+        if let ts = m.sensorTimestamp, c.status != .cancelled {
+            if let previous = lastFrameTime, ts - previous > Self.gapWorthJudging, !(captures.isEmpty && locks.isEmpty && triggers.isEmpty) {
+                judge(at: ts)
+            }
+            lastFrameTime = ts
+            frameTime = ts
+        }
+        defer { frameTime = nil }
         switch c.status {
         case .complete: statistics.frames += 1
         case .startup: statistics.startup += 1
@@ -421,7 +442,7 @@ public actor CaptureSession {
             for o in observers { o.yield(m) }
         }
         report(c)
-        if !locks.isEmpty { perform(locks.complete(cookie: c.cookie, status: c.status, metadata: m, now: now(), timing: timing)) }
+        if !locks.isEmpty { perform(locks.complete(cookie: c.cookie, status: c.status, metadata: m, now: progressTime(), timing: timing)) }
         if !triggers.isEmpty, let w = triggers.complete(status: c.status, metadata: m), let cont = triggerWaiters.removeValue(forKey: w.id) {
             let slot = c.slot
             cont.resume(returning: CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(w.instant)", planned: StepTarget(), actual: m),
@@ -543,7 +564,16 @@ public actor CaptureSession {
     /// frames in the backlog are the progress, and the next tick after them judges again.
     func tick() {
         guard backend.completions.isConsumerIdle else { return }
-        let t = now()
+        judge(at: now())
+    }
+
+    /// Shorter gaps between frames than this are not judged as they come (every wait's limit
+    /// is longer): one comparison per frame.
+    static let gapWorthJudging = Duration.seconds(1)
+
+    /// Lets the state machines see the camera's clock at `t`: stalled locks, triggers and
+    /// captures fail.
+    func judge(at t: SensorTime) {
         if !locks.isEmpty { perform(locks.tick(now: t)) }
         for w in triggers.tick(now: t) {
             triggerWaiters.removeValue(forKey: w.id)?.resume(throwing: ShutterbugError(.timeout, "no frame exposed after \(w.instant) came back by \(w.deadline) (the camera's clock is now \(t))"))

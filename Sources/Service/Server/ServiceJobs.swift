@@ -157,7 +157,9 @@ extension ServiceJob {
     /// for over the API meanwhile is not held behind a slot to come.
     func run(_ c: JobContext) async {
         let d = definition
-        let spec = d.spec
+        var spec = d.spec
+        // The job has its folder to itself: its keogram and sheet keep the plain names.
+        spec.pictureSuffix = ""
         do {
             let dir = c.output.path + "/" + d.folder
             if mkdir(dir, 0o755) != 0 && errno != EEXIST {
