@@ -32,6 +32,18 @@ struct TriggerCLITests {
         }
     }
 
+    @Test("the source is armed once the camera streams settled frames: the first trigger's lag is a frame period's, not the start-up frames' (it set the summary's p99 at 590 ms)")
+    func armedAfterStartup() async throws {
+        let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx477", "--simulated", "regular:300ms", "--count", "4", "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        let lags = try r.out.split(separator: "\n").filter { $0.contains("\"trigger\"") }.map { line -> Double in
+            let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            return o["lagToExposureStartUs"] as? Double ?? -1
+        }
+        // Full resolution on the HQ camera: 100 ms frames; six start-up frames are 600 ms.
+        #expect(lags.count == 4 && lags.allSatisfy { (0...250_000).contains($0) }, "lags to exposure start, µs: \(lags)")
+    }
+
     @Test("Enter on standard input: each line a capture, written with its files and lags")
     func keypress() async throws {
         let dir = NSTemporaryDirectory() + "sb-trigger-\(UUID().uuidString)"

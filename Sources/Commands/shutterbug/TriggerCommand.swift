@@ -221,6 +221,16 @@ struct TriggerCommand: AsyncParsableCommand {
         let busy = try busyLine.map { try GPIOOutputLine.request(line: $0, activeLow: busyActiveLow) }
         if let busy, !json { notice("busy line: \(busyLine!) (\(busy.chipPath) line \(busy.offset))\(busyActiveLow ? ", active-low" : "")") }
 
+        // Armed once the camera streams settled frames (past its start-up frames, which no
+        // capture takes): a trigger before then would wait them out, a start-up lag that is
+        // not the shutter's. A triggered sensor makes no frame until pulsed.
+        if externalSensor == nil {
+            do {
+                try await session.captureFrame(exposedAfter: cam.now, timeout: .seconds(10)).release()
+            } catch let e as ShutterbugError {
+                throw ShutterbugError(e.code, "the camera streamed no settled frame to arm the trigger on: \(e.message)", errno: e.errno)
+            }
+        }
         // The source, on the camera's clock.
         let source: any TriggerSource
         var gpioSource: GPIOTriggerSource?

@@ -57,9 +57,9 @@ public actor CaptureSession {
     var lastCounted: UInt32?
     /// The newest frame's `SensorTimestamp`: a gap after it on the camera's clock is judged.
     var lastFrameTime: SensorTime?
-    /// While a frame is handled, its own time on the camera's clock: what the machines count
-    /// progress by. (In virtual time the camera's clock may already be far past the frame: the
-    /// simulated sensor runs ahead, over a stall too.)
+    /// While a frame of a camera that paces by demand is handled, its own time on the camera's
+    /// clock: what the machines count progress by. (In virtual time the camera's clock may
+    /// already be far past the frame: the simulated sensor runs ahead, over a stall too.)
     var frameTime: SensorTime?
 
     /// When progress was made: the frame being handled's time, else the camera's clock.
@@ -415,10 +415,13 @@ public actor CaptureSession {
     func handle(_ c: CompletedRequest) {
         let m = c.metadata
         var holders = 0
-        // Time is the camera's: a frame that comes after a gap (a stall) lets the machines judge
-        // the gap before they take it, as a tick during the gap would have. In virtual time the
-        // clock jumps over a stall and no tick sees it pass; in real time the ticks usually have.
-        if let ts = m.sensorTimestamp, c.status != .cancelled {
+        // Time is the camera's. A camera that paces its frames by demand (virtual time) has a
+        // clock that jumps over a stall, so no tick sees the stall pass: a frame that comes
+        // after a gap lets the machines judge the gap before they take it, and progress is
+        // counted by the frames' own times. A real-time camera's stalls are seen by the ticks,
+        // which never blame the camera for frames it dropped while the session was starved
+        // of CPU (that gap is ours).
+        if pacesByDemand, let ts = m.sensorTimestamp, c.status != .cancelled {
             if let previous = lastFrameTime, ts - previous > Self.gapWorthJudging, !(captures.isEmpty && locks.isEmpty && triggers.isEmpty) {
                 judge(at: ts)
             }
