@@ -172,3 +172,35 @@ struct VirtualStallTests {
         }
     }
 }
+
+/// `PhotoSettings.exposedBefore`: the latest a capture's first exposure may begin (a timelapse
+/// slot's lateness rule), judged at exposure start.
+@Suite("A capture whose first exposure would begin too late is not taken", .timeLimit(.minutes(2)))
+struct LateCaptureTests {
+    @Test("a photo or a bracket whose first frame begins past its latest start fails late, hands out nothing and gives every buffer back; one within it is taken", arguments: [false, true])
+    func lateIsNotTaken(bracket: Bool) async throws {
+        let (session, cam) = try await simulatedSession(.imx477, landing: .random, stream: StreamRequest(role: .video), prepared: 3) { $0.clock = .virtual }
+        defer { cam.release() }
+        let steps = bracket ? BracketSettings.manualExposure([(.microseconds(1000), Gain(1)), (.microseconds(4000), Gain(1))]) : nil
+        let instant = cam.now + .milliseconds(50)
+        // No frame can begin within a microsecond of the instant: too late, whatever comes.
+        var photos = 0
+        do {
+            for try await e in await session.capture(PhotoSettings(bracket: steps, exposedAfter: instant, exposedBefore: instant + .microseconds(1))) {
+                if case .photo(let p) = e { photos += 1; p.release() }
+            }
+            Issue.record("a capture past its latest start was taken")
+        } catch let e as ShutterbugError {
+            #expect(e.code == .late && e.message.contains("not taken"), "\(e)")
+        }
+        #expect(photos == 0, "a late capture handed out \(photos) photos")
+        #expect(await session.photosHeld == 0)
+        // With a second's room it is taken.
+        let at = cam.now + .milliseconds(50)
+        var taken = 0
+        for try await e in await session.capture(PhotoSettings(bracket: steps, exposedAfter: at, exposedBefore: at + .seconds(1))) {
+            if case .photo(let p) = e { taken += 1; p.release() }
+        }
+        #expect(taken == (bracket ? 2 : 1))
+    }
+}

@@ -165,6 +165,20 @@ struct TimelapseCLITests {
         #expect(r.status == 64 && r.err.contains(says), "\(args): \(r.status) \(r.err)")
     }
 
+    @Test("a slot whose first exposure would begin past its lateness limit is skipped at exposure start, never fired late (long exposures without the lock begin seconds after the instant)")
+    func lateSlotsSkipped() async throws {
+        let dir = NSTemporaryDirectory() + "sb-timelapse-late-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runChild(Self.exe, ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--exposures", "1/2,1,2",
+                                              "--no-phase-lock", "--interval", "8s", "--count", "3", "--output", dir, "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        let db = dir + "/timelapse.sqlite"
+        // The limit is min(8 s / 2, 1 s).
+        #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE state = 'taken' AND error_ns > 1000000000") == "0")
+        #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE state = 'skipped' AND reason LIKE 'late: the first exposure would begin%'") != "0")
+        #expect(try await sqlite(db, "SELECT count(*) FROM files f JOIN slots s ON s.idx = f.idx WHERE s.state = 'skipped'") == "0", "a skipped slot left files")
+    }
+
     @Test("killed with SIGKILL at 50 random moments and restarted each time: no partial file under a final name, no slot or capture ID twice, the journal consistent, every slot taken or recorded")
     func killAndResume() async throws {
         let dir = NSTemporaryDirectory() + "sb-timelapse-kill-\(UUID().uuidString)"

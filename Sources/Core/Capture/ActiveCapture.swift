@@ -192,6 +192,7 @@ extension CaptureSession {
             if let instant = capture.settings.exposedAfter {
                 guard let start = c.metadata.earliestExposureStart, start >= instant else { return false }
             }
+            if failedLate(c, capture) { return false }
             capture.resolved.steps[0].actual = c.metadata
             capture.photos[0] = (c, capture.resolved.steps[0])
             complete(capture)
@@ -261,6 +262,9 @@ extension CaptureSession {
         for a in actions {
             switch a {
             case .photo(let step):
+                // The first step's frame decides whether the capture is on time; a late one is
+                // not kept (its slot goes back through the ledger as unheld).
+                if step == 0, failedLate(c, capture) { return false }
                 capture.resolved.steps[step].actual = c.metadata
                 capture.photos[step] = (c, capture.resolved.steps[step])
                 keep = true
@@ -300,7 +304,7 @@ extension CaptureSession {
     /// order (each frame proven to be its step's), so a bracket that fails part-way loses
     /// nothing it captured; the consumer sees them, then the error.
     private func fail(_ capture: ActiveCapture, _ error: ShutterbugError) {
-        if case .bracketing = capture.phase {
+        if case .bracketing = capture.phase, error.code != .late {
             deliverHeldPhotos(capture)
         }
         for slot in capture.heldSlots { returnSlot(slot) }
@@ -330,6 +334,15 @@ extension CaptureSession {
         case .done:
             return
         }
+    }
+
+    /// Fails `capture` with `.late` when `c`, its first photo's frame, began after the latest
+    /// start the settings allow. The frames held for other steps go back.
+    private func failedLate(_ c: CompletedRequest, _ capture: ActiveCapture) -> Bool {
+        guard let latest = capture.settings.exposedBefore, let start = c.metadata.earliestExposureStart, start > latest else { return false }
+        let after = capture.settings.exposedAfter.map { " (\((start - $0).millisecondsDescription) after the instant)" } ?? ""
+        fail(capture, ShutterbugError(.late, "the first exposure would begin at \(start)\(after), later than the latest start allowed, \(latest): not taken"))
+        return true
     }
 
     /// Hands the held photos to the consumer in step order; each one's slot goes back when the

@@ -29,15 +29,21 @@ public struct PhotoSettings: Sendable, Hashable {
     /// every photo at it locks it on the session beforehand too (as the timelapse does). The corresponding
     /// libcamera control is `ColourGains`.
     public let whiteBalance: ColourGains?
+    /// The latest the first photo's exposure may begin (a timelapse slot's lateness limit): a
+    /// capture whose first frame would begin later fails with `.late`, its frames given back
+    /// unwritten, so a slot is skipped rather than fired late. Judged at exposure start, where
+    /// the rule means something, not when the capture was asked for.
+    public let exposedBefore: SensorTime?
 
     public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], exposedAfter: SensorTime? = nil, phaseLocked: Bool = false,
-                whiteBalance: ColourGains? = nil) {
+                whiteBalance: ColourGains? = nil, exposedBefore: SensorTime? = nil) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
         self.exposedAfter = exposedAfter
         self.phaseLocked = phaseLocked && exposedAfter != nil
         self.whiteBalance = whiteBalance
+        self.exposedBefore = exposedBefore
         trigger = nil
     }
 
@@ -50,6 +56,7 @@ public struct PhotoSettings: Sendable, Hashable {
         self.trigger = trigger
         phaseLocked = false
         whiteBalance = nil
+        exposedBefore = nil
     }
 }
 

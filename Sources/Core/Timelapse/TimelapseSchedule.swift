@@ -61,6 +61,10 @@ public struct TimelapseSchedule: Sendable, Hashable {
     public let anchor: WallClockTime
     /// How late a slot may be taken.
     public let tolerance: Duration
+
+    /// How late a slot may be taken for slots `interval` apart (a list's shortest gap): half
+    /// of it, at most a second. The capture enforces it at exposure start.
+    public static func tolerance(interval: Duration) -> Duration { min(interval / 2, .seconds(1)) }
     /// The next slot not yet taken or skipped.
     public private(set) var next: Int
     /// A change in the wall/monotonic difference beyond this is a wall-clock step.
@@ -82,7 +86,7 @@ public struct TimelapseSchedule: Sendable, Hashable {
         } else {
             self.anchor = anchor ?? WallClockTime(nanoseconds: (s / i + (s % i == 0 ? 0 : 1)) * i)
         }
-        tolerance = min(plan.interval / 2, .seconds(1))
+        tolerance = Self.tolerance(interval: plan.interval)
         next = resumeAfter.map { $0 + 1 } ?? 0
     }
 

@@ -310,15 +310,20 @@ public final class TimelapseRun {
         // for the slot's frames (and the lock's before them), then AWB again.
         let wb = nextWhiteBalance
         nextWhiteBalance = nil
-        let settings = plain ? PhotoSettings(formats: spec.formats, exposedAfter: instant, phaseLocked: lockable)
+        // The slot's lateness rule holds where it means something, at exposure start: a slot
+        // whose first exposure would begin past it is skipped, never fired late.
+        let latest = instant + TimelapseSchedule.tolerance(interval: every)
+        let settings = plain ? PhotoSettings(formats: spec.formats, exposedAfter: instant, phaseLocked: lockable, exposedBefore: latest)
             : PhotoSettings(bracket: .manualExposure(steps.map { ($0.exposure, Gain($0.gain)) }), formats: spec.formats, exposedAfter: instant, phaseLocked: lockable,
-                            whiteBalance: wb?.applied)
+                            whiteBalance: wb?.applied, exposedBefore: latest)
         var result = SlotResult(index: k, wall: wall, state: .taken, instant: instant, whiteBalance: wb)
         var files: [TimelapseJournal.FileRecord] = []
         var means: [Int: Double] = [:]
         var columns: [Int: [UInt8]] = [:]
         var thumbs: [Int: Thumbnailer] = [:]
         var failure: String?
+        /// Why the slot was skipped at exposure start (its first exposure would have begun too late).
+        var late: String?
         var number: Int?
         // Every file that could not be written is named (on a full disk, the photos first,
         // not only the sidecar that failed last).
@@ -351,6 +356,8 @@ public final class TimelapseRun {
                 default: break
                 }
             }
+        } catch let e as ShutterbugError where e.code == .late {
+            late = e.message
         } catch {
             failure = "\(error)"
             result.cameraTrouble = (error as? ShutterbugError).map { [.cameraLost, .timeout, .system].contains($0.code) } ?? false
@@ -381,10 +388,10 @@ public final class TimelapseRun {
             let written = writeFailures.count == 1 ? writeFailures[0] : "\(writeFailures.count) files could not be written: " + writeFailures.joined(separator: "; ")
             failure = failure.map { "\($0); \(written)" } ?? written
         }
-        result.state = failure == nil && result.frames.count == biases.count ? .taken : .failed
+        result.state = late != nil ? .skipped : failure == nil && result.frames.count == biases.count ? .taken : .failed
         if let start = result.start { errors.append(start - instant) }
         let adjusted = abs(shift) > 0.01 ? "bracket shifted \(String(format2: shift)) EV to fit the exposure limits" : nil
-        result.reason = failure ?? adjusted
+        result.reason = late.map { "late: \($0)" } ?? failure ?? adjusted
         result.luma = means[zero]
         let zeroFrame = result.frames.first { $0.step == zero }?.metadata
         // Only the slots the run's contact sheet keeps get a thumbnail made.

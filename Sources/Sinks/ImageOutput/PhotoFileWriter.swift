@@ -251,6 +251,11 @@ public final class PhotoFileWriter: Sendable {
         } catch {
             let e = error as? ShutterbugError ?? ShutterbugError(.system, "\(error)")
             let got = record.capturedSteps
+            // Not taken on purpose (too late to begin): nothing was captured, nothing to say.
+            guard e.code != .late else {
+                out.finish(throwing: e)
+                return
+            }
             let missing = (1...steps).filter { !got.contains($0) }
             let kept = got.isEmpty ? "no step was captured" : "step\(got.count == 1 ? "" : "s") \(got.map(String.init).joined(separator: ",")) captured and written"
             failure = ShutterbugError(e.code, "\(e.message); \(kept), step\(missing.count == 1 ? "" : "s") \(missing.map(String.init).joined(separator: ",")) missing", errno: e.errno)

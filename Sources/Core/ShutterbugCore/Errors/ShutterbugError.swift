@@ -28,6 +28,8 @@ public struct ShutterbugError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let unsupported = Code("unsupported")
         /// The output filesystem is full, or below its reserve.
         public static let noSpace = Code("no space")
+        /// The capture's first exposure would begin after the latest start it was given.
+        public static let late = Code("late")
     }
 
     public var code: Code
