@@ -14,7 +14,7 @@ packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-de
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod udev
-		debootstrap mmdebstrap qemu-user-static binutils-aarch64-linux-gnu lintian fakeroot file curl
+		debootstrap mmdebstrap arch-test qemu-user-static binutils-aarch64-linux-gnu lintian fakeroot file curl
 		meson ninja-build libyaml-dev libgnutls28-dev)
 fi
 
