@@ -142,3 +142,50 @@ struct NamedRequestBracketTests {
         #expect(await heldAfterRelease(session) == 0)
     }
 }
+
+/// Step 1 of an EV bracket is the metered exposure: the auto-exposure frames before the bracket
+/// carry it too, within a line. Metadata cannot tell them apart; the landing window and the
+/// change from the frame before can.
+@Suite("A step within a line of what was in force before is never taken from before its landing")
+struct UnprovenStepTests {
+    @Test("over random landings, drops and AE jitter within a line: every photo is a frame that really carries its step's request", arguments: 0..<200)
+    func neverTheAutoExposureFrame(seed: Int) {
+        var rng = SplitMix64(seed: UInt64(seed) &* 0x9E37_79B9 &+ 7)
+        let timing = SchedulerTests.timing
+        let line = timing.lineTime.nanosecondsValue
+        let t0 = SensorTime(nanoseconds: 0)
+        var s = BracketScheduler(steps: [SchedulerTests.step(5000), SchedulerTests.step(20_000)], restore: CameraControls(), timing: timing, now: t0)
+        // The two steps' requests pair with frames 100 and 101, the restore with 102; each lands
+        // a random number of frames later within the camera's offsets, never before the one
+        // before it.
+        let base: UInt32 = 100
+        let range = timing.landingOffsets
+        var landing: [Int64] = []
+        for i in 0..<2 {
+            let l = Int64(base) + Int64(i) + Int64(range.lowerBound) + Int64(rng.next() % UInt64(range.count))
+            landing.append(max(l, landing.last ?? 0))
+        }
+        /// What frame `seq` carries: step i's exposure from its landing, else the AE's (within a
+        /// line of step 1's 5 ms, up or down).
+        func truth(_ seq: Int64) -> (step: Int?, exposureNs: Int64) {
+            if seq >= landing[1] { return (1, 20_000_000) }
+            if seq >= landing[0] { return (0, 5_000_000) }
+            return (nil, 5_000_000 + Int64(rng.next() % UInt64(2 * line - 1)) - line + 1)
+        }
+        var actions: [(UInt32, BracketScheduler.Action)] = []
+        for k in 0..<14 {
+            let seq = base - 4 + UInt32(k)
+            let cookie = UInt64(k)
+            if seq >= base { _ = s.controls(forRequest: cookie) }
+            if rng.next() % 10 == 0 && seq != base && seq != base + 1 { continue }  // dropped
+            let (_, e) = truth(Int64(seq))
+            var m = FrameMetadata(sequence: seq, sensorTimestamp: SensorTime(nanoseconds: Int64(seq) * 100_000_000),
+                                  exposureTime: .nanoseconds(e), analogueGain: Gain(1), digitalGain: Gain(1))
+            m.lux = 100
+            for a in s.complete(cookie: seq >= base ? cookie : 1000 + cookie, status: .complete, metadata: m, now: t0) { actions.append((seq, a)) }
+        }
+        for case (let seq, .photo(let step)) in actions {
+            #expect(truth(Int64(seq)).step == step, "seed \(seed): frame \(seq) taken as step \(step + 1); landings \(landing)")
+        }
+    }
+}

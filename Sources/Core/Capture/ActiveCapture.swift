@@ -174,7 +174,8 @@ extension CaptureSession {
             return
         }
         capture.resolved.steps = planned.map(\.0)
-        capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing, now: progressTime(), notBefore: capture.settings.exposedAfter)
+        capture.scheduler = BracketScheduler(steps: planned.map(\.1), restore: baselineControls, timing: timing, now: progressTime(), notBefore: capture.settings.exposedAfter,
+                                             firstStepPrerolled: capture.lock != nil)
         capture.phase = .bracketing
         capture.continuation.yield(.settingsResolved(capture.resolved))
         startTicking()

@@ -43,6 +43,9 @@ public struct BracketScheduler: Sendable {
         case controlsDisagree(step: Int)
         /// The frame began exposing before the trigger's instant.
         case beforeTrigger
+        /// The frame matches the step but also the frame before it, inside the step's landing
+        /// window: it may still carry what was in force before, so it cannot be proven the step's.
+        case unproven(step: Int)
 
         public var description: String {
             switch self {
@@ -51,6 +54,7 @@ public struct BracketScheduler: Sendable {
             case .requestFailed: return "request failed"
             case .controlsDisagree(let s): return "reports step \(s + 1)'s request but not its settings"
             case .beforeTrigger: return "exposed before the trigger"
+            case .unproven(let s): return "matches step \(s + 1) but so did the frame before it, inside the step's landing window: it may still carry the settings in force before, so it is not taken as the step's"
             }
         }
     }
@@ -93,14 +97,22 @@ public struct BracketScheduler: Sendable {
     private var stepOfRequest: [UInt32: Int] = [:]
     /// When the last frame came back.
     private var lastProgress: SensorTime
+    /// The last complete frame seen: a step's frame is proven by its change from it.
+    private var previousFrame: (sequence: Int64, metadata: FrameMetadata)?
+    private let firstStepPrerolled: Bool
 
     /// - Parameters:
     ///   - now: the time the bracket starts, on the clock later `now`s come from.
     ///   - stallTimeout: default: 2 s or ten of the bracket's longest frames, whichever is more.
     /// - Parameter notBefore: a trigger's instant: no frame whose exposure began before it is
     ///   any step's photo.
-    public init(steps: [Step], restore: CameraControls, timing: CameraTiming, maxAttempts: Int = 4, now: SensorTime, stallTimeout: Duration? = nil, notBefore: SensorTime? = nil) {
+    /// - Parameter firstStepPrerolled: the frames before the bracket carry the first step's
+    ///   own controls (a phase lock's pre-roll): a frame like the one before it is the first
+    ///   step's all the same, and the first from the instant on is taken.
+    public init(steps: [Step], restore: CameraControls, timing: CameraTiming, maxAttempts: Int = 4, now: SensorTime, stallTimeout: Duration? = nil, notBefore: SensorTime? = nil,
+                firstStepPrerolled: Bool = false) {
         self.notBefore = notBefore
+        self.firstStepPrerolled = firstStepPrerolled
         precondition(!steps.isEmpty, "a bracket has at least one step")
         self.steps = steps
         self.restore = restore
@@ -177,7 +189,19 @@ public struct BracketScheduler: Sendable {
         for i in open where settle[i] != nil {
             if settle[i]!.observe(m, timing: timing) { settled.insert(i) }
         }
-        func matches(_ i: Int) -> Bool { steps[i].target.lens != nil ? settled.contains(i) : carries(step: i, m) }
+        // A frame carries step i provably when it matches the step and either comes at or after
+        // the step's latest landing (its controls are in by then, whatever the camera's delay),
+        // or differs from the frame before it (the change can only be the step's request
+        // landing). A frame that matches the step and the frame before it alike, inside the
+        // landing window, may still carry what was in force before (the AE's exposure within a
+        // line of the step's): it is no step's, and a later one is waited for.
+        func proven(_ i: Int) -> Bool {
+            if i == 0 && firstStepPrerolled { return true }
+            guard let w = window[i], seq < w.upperBound else { return true }
+            guard let p = previousFrame, p.sequence == seq - 1 else { return false }
+            return !carries(step: i, p.metadata)
+        }
+        func matches(_ i: Int) -> Bool { steps[i].target.lens != nil ? settled.contains(i) : carries(step: i, m) && proven(i) }
         if let named = m.controlListSequence {
             // The camera names the request whose controls this frame carries.
             if let i = stepOfRequest[UInt32(truncatingIfNeeded: named)] {
@@ -200,13 +224,16 @@ public struct BracketScheduler: Sendable {
             actions.append(.photo(step: i))
             planNext(after: i)
         } else if isInsideBracket(seq) {
-            if let d = steps.indices.first(where: { delivered[$0] != nil && carries(step: $0, m) }) {
+            if let u = open.first(where: { steps[$0].target.lens == nil && carries(step: $0, m) }) {
+                actions.append(.discard(sequence: m.sequence, reason: .unproven(step: u)))
+            } else if let d = steps.indices.first(where: { delivered[$0] != nil && carries(step: $0, m) }) {
                 actions.append(.discard(sequence: m.sequence, reason: .duplicate(step: d)))
             } else if !open.isEmpty {
                 actions.append(.discard(sequence: m.sequence, reason: .noStepMatches))
             }
         }
         actions += overdue(at: seq)
+        previousFrame = (seq, m)
         if delivered.allSatisfy({ $0 != nil }) {
             done = true
             actions.append(.finished)
