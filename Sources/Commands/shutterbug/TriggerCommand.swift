@@ -271,18 +271,27 @@ struct TriggerCommand: AsyncParsableCommand {
         var tasks: [Task<Void, Never>] = []
         if camera.virtualTime {
             // The camera's clock runs as fast as the CPU allows, and only while someone wants
-            // frames: a monitor keeps it running, and each trigger is passed on once the
-            // camera's frames have reached its instant, as it would be in real time.
-            let frames = await session.requests(count: Int.max / 2)
+            // frames. Each trigger is passed on once the camera's frames have reached its
+            // instant, as it would be in real time: the frames up to it are asked for one at a
+            // time, so the clock never runs ahead of the triggers (a monitor asking for every
+            // frame let it race past them, and triggers were captured minutes late or dropped).
             tasks.append(Task {
-                var iterator = frames.makeAsyncIterator()
                 var now = SensorTime(nanoseconds: 0)
                 for await t in source.triggers() {
                     if externalSensor != nil {
                         // A triggered sensor makes no frames between pulses: nothing to wait for.
                         post.yield(pulseSensor(t) ? .trigger(t) : .ignoredBySensor(t))
                     } else {
-                        while now < t.instant, let r = await iterator.next() { now = r.metadata.sensorTimestamp ?? now }
+                        // Until the next frame may be the first exposed after the instant: the
+                        // capture is then asked for before that frame comes, as in real time.
+                        var period = Duration.zero
+                        while now + period < t.instant {
+                            var next: FrameMetadata?
+                            for await r in await session.requests(count: 1) { next = r.metadata }
+                            guard let next, let ts = next.sensorTimestamp else { break }
+                            now = max(now, ts)
+                            period = next.frameDuration ?? period
+                        }
                         post.yield(.trigger(t))
                     }
                 }
