@@ -150,6 +150,7 @@ struct TimelapseCLITests {
         (["timelapse", "--output", "/tmp/x", "--until", "tomorrow"], "2026-12-01T08:00"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--ramp-step", "5"], "--ramp-step"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--scene-schedule", "dusk"], "daynight:PERIOD"),
+        (["timelapse", "--output", "/tmp/sb-ambiguous-\(getpid())", "--count", "1", "--interval", "2s", "--virtual-time", "--exposures", "1/100,1/100.2"], "cannot be told apart by the frames' metadata"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--scene-schedule", "10:400,5:1"], "--scene-schedule's times must increase: 5 s comes after 10 s"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--fault-disconnect-at", "3"], "from 10 on"),
         (["timelapse", "--output", "/tmp/x", "--count", "3", "--keep", "lots"], "--keep must be a size"),

@@ -366,6 +366,14 @@ struct TimelapseCommand: AsyncParsableCommand {
         }
         var (cam, session, writer) = try await openCamera()
         defer { cam.release() }
+        do {
+            try await TimelapseRun.check(spec, on: session)
+        } catch let e as ShutterbugError where e.code == .invalidArgument {
+            // Every slot would fail the same way: said before the first (exit 64), and a job
+            // this run created is not left behind in the journal.
+            try? journal.discardNewJob()
+            throw ValidationError(e.message)
+        }
         var reopened = 0
         var starts: [Duration] = [startup]
         var stoppedFor = 0

@@ -189,6 +189,16 @@ public final class TimelapseRun {
         return journal
     }
 
+    /// Refuses a job whose manual bracket this camera cannot take as asked (steps the frames'
+    /// metadata cannot tell apart), before any slot: every slot would fail the same way.
+    ///
+    /// - Throws: `.invalidArgument` with the reason, `.unsupported` for a camera without
+    ///   exposure control.
+    public static func check(_ spec: TimelapseJobSpec, on session: CaptureSession) async throws {
+        guard let manual = spec.manual, manual.count > 1 else { return }
+        try await session.validate(PhotoSettings(bracket: .manualExposure(manual.map { ($0.exposure, Gain($0.gain)) })))
+    }
+
     /// The journal's file name in a job's folder.
     public static let journalName = "timelapse.sqlite"
 

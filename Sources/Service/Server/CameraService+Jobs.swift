@@ -102,6 +102,7 @@ extension CameraService {
             throw ShutterbugError(.busy, "a job named '\(def.name)' is \(current.status.state.rawValue); stop it first or choose another name")
         }
         try await Self.checkSteps(def.spec.biases.count, session: session, what: "the job's bracket")
+        try await TimelapseRun.check(def.spec, on: session)
         startJob(def)
         configuredJobs.remove(def.name)
         return jobs.last!.status
