@@ -44,7 +44,7 @@ struct OptionFile: Sendable {
                                     parse: { _ = try TriggerCommand.parseAsRoot($0) }, message: { TriggerCommand.message(for: $0) })
     static let jobs = Section(key: "jobs", what: "job", command: timelapse,
                               allowed: ["interval", "at", "count", "until", "start", "ev", "exposures", "gain", "format", "lens", "max-exposure", "max-gain",
-                                        "ramp-step", "night-offset", "wb-step", "reserve", "keep", "keep-days", "no-phase-lock"],
+                                        "ramp-step", "night-offset", "wb-step", "reserve", "keep", "keep-days", "no-phase-lock", "ignore-existing-photos"],
                               fixed: { ["--job", $0, "--output", "/"] })
     static let triggers = Section(key: "triggers", what: "trigger", command: trigger,
                                   allowed: ["gpio", "edge", "debounce", "bias", "active-low", "simulated", "ev", "format", "policy", "queue"],
