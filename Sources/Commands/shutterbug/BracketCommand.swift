@@ -139,13 +139,8 @@ struct Bracket: AsyncParsableCommand {
         let session = CaptureSession(backend: cam)
         let formats = try self.formats()
         let processed = StreamRequest(role: StreamRole(rawValue: role)!)
-        var streams = [processed]
-        var rawRule: RawStreamRule?
-        if output != nil && formats.contains(.dng) {
-            let (raw, rule) = try RawStreamRule.raw(for: cam, processed: [processed], rawSize: rawSize)
-            streams.append(raw)
-            rawRule = rule
-        }
+        let (planned, rawRule) = try RawStreamRule.streams(for: cam, processed: processed, raw: output != nil && formats.contains(.dng), rawSize: rawSize)
+        var streams = planned
         // A preview gets its own viewfinder stream at the display's size, beside the still
         // (and raw) streams, as the Pi's Viewfinder role would.
         let preview = previewOptions.open()

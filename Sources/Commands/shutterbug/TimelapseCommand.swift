@@ -329,13 +329,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             let cam = try camera.open()
             do {
                 let session = CaptureSession(backend: cam)
-                var streams = [stream]
-                var rawRule: RawStreamRule?
-                if formats.contains(.dng) {
-                    let (raw, rule) = try RawStreamRule.raw(for: cam, processed: [stream], rawSize: rawSize)
-                    streams.append(raw)
-                    rawRule = rule
-                }
+                let (streams, rawRule) = try RawStreamRule.streams(for: cam, processed: stream, raw: formats.contains(.dng), rawSize: rawSize)
                 let config = try await session.start(streams: streams, preparedBracketCount: biases.count)
                 for a in config.adjustments { notice("adjusted: \(a)") }
                 if let line = rawRule?.line(cam.sensorModeReport) { notice(line) }

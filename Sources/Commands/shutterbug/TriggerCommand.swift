@@ -177,13 +177,8 @@ struct TriggerCommand: AsyncParsableCommand {
         let biases = try ev.map { try NumericInput.numbers($0, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") }
         let bracket: BracketSettings? = biases.map { .exposureBias($0) }
         let processed = StreamRequest(role: StreamRole(rawValue: role)!)
-        var streams = [processed]
-        var rawRule: RawStreamRule?
-        if output != nil && formats.contains(.dng) {
-            let (raw, rule) = try RawStreamRule.raw(for: cam, processed: [processed], rawSize: rawSize)
-            streams.append(raw)
-            rawRule = rule
-        }
+        let (planned, rawRule) = try RawStreamRule.streams(for: cam, processed: processed, raw: output != nil && formats.contains(.dng), rawSize: rawSize)
+        var streams = planned
         if let preview {
             streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam))
         }
