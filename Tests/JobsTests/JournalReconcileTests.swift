@@ -34,7 +34,7 @@ struct JournalReconcileTests {
         defer { try? FileManager.default.removeItem(atPath: dir.path) }
         let lines = LinesSeen()
         do {
-            let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), ignoreExistingPhotos: false, log: lines.add)
+            let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), log: lines.add)
             try journal.record(.init(index: 0, wall: WallClockTime(nanoseconds: 0), state: .taken, number: 1),
                                files: [.init(path: try write(dir, "120000_0001_1.jpg", jpeg), bytes: jpeg.count, crc32: CRC32.checksum(jpeg))])
             try journal.intend(.init(index: 1, wall: WallClockTime(nanoseconds: 10_000_000_000), number: 2))
@@ -45,7 +45,7 @@ struct JournalReconcileTests {
         let kept = [try write(dir, "120010_0002_1.jpg", jpeg), try write(dir, "120010_0002_2.jpg", jpeg)]
         let broken = try write(dir, "120010_0002_3.jpg", Array(jpeg.prefix(5)))
         let whole = try (1...3).map { try write(dir, "120020_0003_\($0).jpg", jpeg) } + [try write(dir, "120020_0003_capture.json", Array("{}\n".utf8))]
-        let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), ignoreExistingPhotos: false, log: lines.add)
+        let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), log: lines.add)
         #expect(try journal.pendingSlots().isEmpty)
         #expect(try journal.counts() == [.taken: 2, .failed: 1])
         let known = try journal.knownPaths()
@@ -64,15 +64,17 @@ struct JournalReconcileTests {
         FileManager.default.createFile(atPath: dir.path + "/" + TimelapseRun.journalName, contents: Data())
         for _ in 0..<2 {
             #expect {
-                _ = try TimelapseRun.openJournal(in: dir, spec: spec(), ignoreExistingPhotos: false, log: { _ in })
+                _ = try TimelapseRun.openJournal(in: dir, spec: spec(), log: { _ in })
             } throws: { ($0 as? ShutterbugError)?.message.contains("--ignore-existing-photos") == true }
         }
-        let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), ignoreExistingPhotos: true, log: { _ in })
+        var told = spec()
+        told.ignoreExistingPhotos = true
+        let journal = try TimelapseRun.openJournal(in: dir, spec: told, log: { _ in })
         #expect(journal.created)
         // A second job beside the first, once that one's photos are journalled, needs no telling.
         try journal.record(.init(index: 0, wall: WallClockTime(nanoseconds: 0), state: .taken, number: 1),
                            files: [.init(path: dir.path + "/2026-11-25/120000_0001_1.jpg", bytes: jpeg.count, crc32: CRC32.checksum(jpeg))])
-        _ = try TimelapseRun.openJournal(in: dir, spec: spec("garden"), ignoreExistingPhotos: false, log: { _ in })
+        _ = try TimelapseRun.openJournal(in: dir, spec: spec("garden"), log: { _ in })
     }
 
     @Test("a journal damaged in the middle is refused at start, with what to do")
@@ -80,7 +82,7 @@ struct JournalReconcileTests {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir.path) }
         do {
-            let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), ignoreExistingPhotos: false, log: { _ in })
+            let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), log: { _ in })
             for k in 0..<400 {
                 try journal.record(.init(index: k, wall: WallClockTime(nanoseconds: Int64(k) * 10_000_000_000), state: .skipped, reason: String(repeating: "x", count: 200)))
             }
@@ -93,7 +95,7 @@ struct JournalReconcileTests {
         handle.write(Data(repeating: 0xA5, count: 8192))
         try handle.close()
         #expect {
-            _ = try TimelapseRun.openJournal(in: dir, spec: spec(), ignoreExistingPhotos: false, log: { _ in })
+            _ = try TimelapseRun.openJournal(in: dir, spec: spec(), log: { _ in })
         } throws: { e in
             guard let e = e as? ShutterbugError else { return false }
             return e.code == .invalidState && e.message.contains("is damaged") && e.message.contains(".damaged")

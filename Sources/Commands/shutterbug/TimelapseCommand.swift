@@ -354,7 +354,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         // disk and journal are made to agree before the camera opens.
         let journal: TimelapseJournal
         do {
-            journal = try TimelapseRun.openJournal(in: directory, spec: spec, ignoreExistingPhotos: ignoreExistingPhotos, log: { notice($0) })
+            journal = try TimelapseRun.openJournal(in: directory, spec: spec, log: { notice($0) })
         } catch let e as ShutterbugError where e.code == .busy || e.code == .invalidArgument {
             throw ValidationError(e.message)
         }

@@ -164,20 +164,19 @@ public final class TimelapseRun {
     ///   its SOI to its EOI, a DNG's TIFF header, a sidecar's closing brace); any that is not is
     ///   removed; `log` says which;
     /// - a new job in a folder holding captures no journal here knows (a journal lost, emptied or
-    ///   deleted) is refused unless `ignoreExistingPhotos`: the new journal would neither number
-    ///   them nor count them against `--keep`.
+    ///   deleted) is refused unless `spec.ignoreExistingPhotos`: the new journal would neither
+    ///   number them nor count them against `--keep`.
     ///
     /// - Throws: `.invalidState` for a damaged journal, `.invalidArgument` for photos without a
     ///   journal, `.busy` for a job another process runs.
-    public static func openJournal(in directory: OutputDirectory, spec: TimelapseJobSpec, ignoreExistingPhotos: Bool,
-                                   log: @Sendable (String) -> Void) throws -> TimelapseJournal {
+    public static func openJournal(in directory: OutputDirectory, spec: TimelapseJobSpec, log: @Sendable (String) -> Void) throws -> TimelapseJournal {
         let path = directory.path + "/" + journalName
         let journal = try TimelapseJournal(path: path, job: spec.name, spec: spec.journalSpec)
         let template = try FileNameTemplate(validating: spec.template)
         for intent in try journal.pendingSlots() {
             try adopt(intent, journal: journal, directory: directory, template: template, log: log)
         }
-        if journal.created && !ignoreExistingPhotos {
+        if journal.created && !spec.ignoreExistingPhotos {
             let known = try journal.knownPaths()
             let unknown = directory.capturedFiles(depth: template.pattern.split(separator: "/").count + 1).filter { !known.contains($0) }
             if let first = unknown.first {
@@ -334,7 +333,6 @@ public final class TimelapseRun {
         var failure: String?
         /// Why the slot was skipped at exposure start (its first exposure would have begun too late).
         var late: String?
-        var number: Int?
         // Every file that could not be written is named (on a full disk, the photos first,
         // not only the sidecar that failed last).
         var writeFailures: [String] = []
@@ -361,7 +359,6 @@ public final class TimelapseRun {
                     result.files.append(f.path)
                 case .captureFinished(let r): result.lock = r.phaseLock
                 case .writeFailed(let step, let format, let error): writeFailures.append("\(format)\(step.map { " step \($0)" } ?? ""): \(error)")
-                case .filesFinished(let summary): number = summary.captureNumber
                 case .notice(let n): log(n)
                 default: break
                 }
@@ -410,7 +407,7 @@ public final class TimelapseRun {
             return TimelapseJournal.Thumbnail(rgb: t.rgb, width: t.width, height: t.height, exposure: zeroFrame?.exposureTime, gain: zeroFrame?.totalGain?.value)
         }
         try record(Pending(slot: .init(index: k, wall: wall, state: result.state, reason: result.reason, instant: instant, exposureStart: result.start,
-                                       captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)), number: number),
+                                       captureID: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)), number: numbered.number),
                            frames: result.frames, files: files, decision: result.decision, rampAfter: ramp.settings, whiteBalanceAfter: wb?.applied,
                            keogram: columns[zero], thumbnail: thumbnail))
         counts[result.state, default: 0] += 1

@@ -168,8 +168,7 @@ extension ServiceJob {
             let directory = try OutputDirectory(path: dir, reserve: c.output.reserve)
             try await CameraService.checkSteps(spec.biases.count, session: c.session, what: "the job's bracket")
             try await TimelapseRun.check(spec, on: c.session)
-            let journal = try TimelapseRun.openJournal(in: directory, spec: spec, ignoreExistingPhotos: spec.ignoreExistingPhotos,
-                                                       log: { [logger = c.logger] in logger.notice("job '\(d.name)': \($0)") })
+            let journal = try TimelapseRun.openJournal(in: directory, spec: spec, log: { [logger = c.logger] in logger.notice("job '\(d.name)': \($0)") })
             let resume = try journal.resume()
             let writer = try PhotoFileWriter(directory: directory, streams: c.streams, camera: c.cameraDescription,
                                              template: try FileNameTemplate(validating: spec.template), metersLuma: true)
