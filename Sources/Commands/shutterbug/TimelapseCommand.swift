@@ -119,7 +119,7 @@ struct TimelapseCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Stop the camera between slots when it would stand idle longer than this (10s...1d), to save power; it is started again its measured start-up time, and the lock's lead, before the next slot. 'never' keeps it streaming.", valueName: "period|never"))
     var stopCameraWhenIdle: String = "120s"
 
-    @Flag(name: .long, help: "Take each slot's first frame exposed after the instant (up to a frame period late) instead of phase-locking: planning the frames before the slot so the first step's exposure begins at the instant within a line time. Locked, when the sensor's controls land a frame late a repeat of the first step sits between it and the second.")
+    @Flag(name: .long, help: "Take each slot's first frame exposed after the instant (up to a frame period late) instead of phase-locking: planning the frames before the slot so the first step's exposure begins at the instant within a line time.")
     var noPhaseLock = false
 
     func validate() throws {

@@ -18,6 +18,18 @@ import ShutterbugCore
 /// If the pre-roll starts too late for this, the lock says so (`note`) and hands over as an
 /// unlocked capture would: the first frame exposed after the instant.
 ///
+/// Whether a request's controls land early or late is a state of the pipeline, not a coin per
+/// request: a write queued behind a late one is late too, and the pipeline catches up only
+/// where that hides nothing (a write repeating the one before it, or a frame without an IPA
+/// run). A pre-roll that repeated the first step's controls let it wander at random, and the
+/// bracket's second step then landed a frame late about half the time, leaving a repeat of
+/// the first step between them. So no two pre-roll requests in a row carry the same controls:
+/// they cycle through exposures a few lines from the first step's at its frame period (the
+/// `variants`; the frames' timing is the same), the phase cannot slip back behind the lock's
+/// back, and each pre-roll frame's exposure names the request that landed on it. The landing
+/// offset so observed decides which request carries the first step, so the bracket's steps
+/// follow the target frame on consecutive frames however the requests land.
+///
 /// Time is an input: each request carries its expected pairing and each frame its metadata.
 public struct PhaseLock: Sendable {
     public enum Request: Sendable, Equatable {
@@ -70,12 +82,64 @@ public struct PhaseLock: Sendable {
     public static let maxCorrections = 3
     /// How the lock went where it did not go to plan, one sentence, for the capture's report.
     public private(set) var note: String?
+    /// The pre-roll's exposures, cycled so that no request repeats the one before it: as many
+    /// as a frame has requests it may carry (the landing window's width), so a frame's
+    /// exposure names its request. Empty where the frame period leaves no room for them (the
+    /// pre-roll then repeats the first step's controls).
+    public let variants: [Duration]
+    /// The variant each pre-roll request out carries, by cookie.
+    private var variantOfRequest: [UInt64: Int] = [:]
+    /// Pre-roll requests that came back: the frame each was paired with and its variant.
+    private var pairedVariants: [(frame: Int64, variant: Int)] = []
+    private var lastVariant = -1
+    /// Frames from a request's paired frame to the frame its controls landed on, as last seen.
+    public private(set) var landingOffset: Int64?
 
     public init(instant: SensorTime, step: BracketScheduler.Step, timing: CameraTiming, depth: Int) {
         self.instant = instant
         self.step = step
         self.timing = timing
         self.depth = depth
+        variants = Self.variants(of: step, timing: timing)
+    }
+
+    /// Exposures a few lines apart from the first step's (at least four lines, the metadata's
+    /// tolerance being one, and a sixteenth of it: under 0.1 EV, so a preview barely flickers),
+    /// above it where the frame period leaves room, else below.
+    static func variants(of step: BracketScheduler.Step, timing: CameraTiming) -> [Duration] {
+        guard let e = step.target.exposure else { return [] }
+        let count = max(2, timing.landingOffsets.count)
+        let period = step.controls.frameDurationLimits?.lowerBound ?? timing.framePeriod(for: e)
+        let d = Duration.microseconds((max(timing.lineTime * 4, e / 16).nanosecondsValue + 999) / 1_000)
+        if e + d * count <= period - timing.margin, e + d * count <= timing.exposureRange.upperBound {
+            return (1...count).map { e + d * $0 }
+        }
+        if e - d * count >= max(timing.exposureRange.lowerBound, timing.lineTime) {
+            return (1...count).map { e - d * $0 }
+        }
+        return []
+    }
+
+    /// A pre-roll request: the next variant (or the step's own exposure where there is none),
+    /// at the pre-roll's period or `frameDuration`.
+    private mutating func preroll(cookie: UInt64, frameDuration: Duration? = nil) -> Request {
+        var c = step.controls
+        if !variants.isEmpty {
+            lastVariant = (lastVariant + 1) % variants.count
+            c.exposureTime = variants[lastVariant]
+            variantOfRequest[cookie] = lastVariant
+        }
+        if let frameDuration { c.frameDurationLimits = frameDuration...frameDuration }
+        return .preroll(c)
+    }
+
+    /// The variant whose exposure a frame carries, if any.
+    private func variant(carriedBy m: FrameMetadata) -> Int? {
+        variants.indices.first { i in
+            var t = step.target
+            t.exposure = variants[i]
+            return t.isCarried(by: m, lineTime: timing.lineTime)
+        }
     }
 
     /// The period of every pre-roll frame: what the first step's controls ask for.
@@ -109,10 +173,10 @@ public struct PhaseLock: Sendable {
             guard instant - startOfPaired <= pace * leadFrames else { return .filler }
             state = .prerolling
             predicted[cookie] = rawPairing
-            return .preroll(step.controls)
+            return preroll(cookie: cookie)
         case .prerolling:
             predicted[cookie] = rawPairing
-            return .preroll(step.controls)
+            return preroll(cookie: cookie)
         case .correcting(let target, let stretch):
             guard pairing + hi <= target, let gridPeriod else {
                 if let previous = targetFrame {
@@ -129,32 +193,38 @@ public struct PhaseLock: Sendable {
             predicted[cookie] = rawPairing
             guard stretch > .zero else {
                 state = .locked(target: target, settledFrom: .max)
-                return .preroll(step.controls)
+                return preroll(cookie: cookie)
             }
             corrections += 1
             state = .locked(target: target, settledFrom: pairing + hi + 1)
-            var c = step.controls
             // The sensor makes frames of whole lines: the stretched frame is the fewest lines
             // that reach the instant (so it starts at it or under a line after, never before),
             // asked for in whole microseconds (libcamera's unit) that round up to those lines.
             let line = timing.lineTime.nanosecondsValue
             let lines = ((gridPeriod + stretch).nanosecondsValue + line - 1) / line
-            let fd = Duration.microseconds(lines * line / 1_000)
-            c.frameDurationLimits = fd...fd
-            return .preroll(c)
+            return preroll(cookie: cookie, frameDuration: .microseconds(lines * line / 1_000))
         case .locked(let target, _):
-            if pairing + lo < target {
+            // The first step goes out on the request that lands on the target as requests
+            // land now (the earliest landing until a pre-roll frame has shown it).
+            let offset = landingOffset ?? lo
+            if pairing + offset < target {
                 predicted[cookie] = rawPairing
-                return .preroll(step.controls)
+                // A late phase lasts (only a repeated write or a frame without an IPA run lets
+                // the pipeline catch up), but an early one can turn late at any write: a
+                // request that may yet land on the target carries the first step, so the
+                // target has it either way (landing early, it is a frame before the instant,
+                // which no step takes).
+                if pairing + hi >= target { return .preroll(step.controls) }
+                return preroll(cookie: cookie)
             }
-            if pairing + lo > target { note = "the bracket took over \(pairing + lo - target) frame(s) late" }
+            if pairing + offset > target { note = "the bracket took over \(pairing + offset - target) frame(s) late" }
             state = .handedOver
             return .handOver
         case .unlocked:
             // As an unlocked capture: once the earliest landing is exposed after the instant.
             if let g = grid, let gridPeriod, g.start + gridPeriod * Int(max(0, pairing + lo - g.sequence)) < instant {
                 predicted[cookie] = rawPairing
-                return .preroll(step.controls)
+                return preroll(cookie: cookie)
             }
             state = .handedOver
             return .handOver
@@ -175,8 +245,24 @@ public struct PhaseLock: Sendable {
     /// A frame came back (with the request `cookie` it was paired with).
     public mutating func observe(cookie: UInt64, status: CompletedRequest.Status, metadata m: FrameMetadata) {
         if let p = predicted.removeValue(forKey: cookie) { pairingBias = Int64(m.sequence) - p }
-        guard status == .complete, let start = m.exposureStart, let fd = m.frameDuration, step.target.isCarried(by: m, lineTime: timing.lineTime) else { return }
+        if let v = variantOfRequest.removeValue(forKey: cookie) {
+            if pairedVariants.count == 16 { pairedVariants.removeFirst() }
+            pairedVariants.append((Int64(m.sequence), v))
+        }
         let seq = Int64(m.sequence)
+        guard status == .complete, let readout = m.sensorTimestamp, let exposure = m.exposureTime, let fd = m.frameDuration else { return }
+        let carried = variant(carriedBy: m)
+        guard carried != nil || step.target.isCarried(by: m, lineTime: timing.lineTime) else { return }
+        // Where the first step's exposure would begin on this frame: a variant's exposure is a
+        // few lines longer or shorter, and the frame's readout is what the grid keeps.
+        let start = readout - (step.target.exposure ?? exposure)
+        if let v = carried {
+            // The request whose controls this frame carries: its landing offset is the
+            // pipeline's now.
+            let window = Int64(timing.landingOffsets.lowerBound)...Int64(timing.landingOffsets.upperBound)
+            let candidates = pairedVariants.filter { $0.variant == v && window.contains(seq - $0.frame) }
+            if candidates.count == 1 { landingOffset = seq - candidates[0].frame}
+        }
         let line = timing.lineTime.nanosecondsValue
         // A pre-roll frame at the pre-roll's period (not a stretched one).
         guard abs((fd - (gridPeriod ?? period)).nanosecondsValue) <= line else { return }
@@ -212,3 +298,4 @@ public struct PhaseLock: Sendable {
         state = .correcting(target: seq + n, stretch: ahead - fd * Int(n))
     }
 }
+
