@@ -40,8 +40,7 @@ let package = Package(
         .target(
             name: "CLibcameraBridge",
             dependencies: ["CLibcamera"],
-            path: "Sources/C/CLibcameraBridge",
-            cxxSettings: [.unsafeFlags(["-Wall", "-Wextra"])]
+            path: "Sources/C/CLibcameraBridge"
         ),
         .target(name: "CSystemShims", path: "Sources/C/CSystemShims"),
         .target(name: "CGPIO", path: "Sources/C/CGPIO"),
@@ -49,12 +48,11 @@ let package = Package(
         .systemLibrary(name: "CDRM", path: "Sources/C/CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
         // DNG (libtiff), JPEG (libjpeg-turbo), EXIF (libexif) and PNG (libpng), behind one plain C header.
         // Raw Bayer codecs with no library behind them (the Pi 5's PISP_COMP1).
-        .target(name: "CRawCodecs", path: "Sources/C/CRawCodecs", cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])]),
+        .target(name: "CRawCodecs", path: "Sources/C/CRawCodecs"),
         .target(
             name: "CImageCodecs",
             dependencies: ["CRawCodecs"],
             path: "Sources/C/CImageCodecs",
-            cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])],
             linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("jpeg"), .linkedLibrary("exif"), .linkedLibrary("png16")]
         ),
 
@@ -142,26 +140,16 @@ let package = Package(
     cxxLanguageStandard: .cxx17
 )
 
-// Release builds optimise across our own modules: a completion crosses five of them per frame,
-// and the core's generic types (Ring, the completion queue) are specialised where they are used
-// instead of going through run-time generics (seen with perf on the virtual board).
-for target in package.targets where [.regular, .executable].contains(target.type) && !(target.path ?? "").hasPrefix("Sources/C/") {
-    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
-}
-
-// The modules a frame passes through on its way from the camera back into the next request
-// keep Swift's compile-time exclusivity checks but not the run-time ones in release builds: a
-// check per access to a class's or actor's stored property (the session's ledger, monitors and
-// rings, the queue's state) was a tenth of the per-frame work on the emulated board
-// (`swift_beginAccess` and its thread-local lookup, perf). Debug builds, which every test tier
-// runs, keep checking at run time.
-for target in package.targets where ["ShutterbugCore", "CaptureScheduler", "Capture", "LibcameraBackend", "shutterbug"].contains(target.name) {
+// No library target carries compiler flags: SwiftPM refuses unsafe flags in a package used as
+// a dependency, and other packages use Shutterbug's libraries (Examples/BracketExample, built by
+// the unit tier). Release builds still optimise across modules where it counts: the core's
+// generic types on the per-frame path (Ring, the completion queue) are @inlinable, and the
+// compiler's default conservative cross-module optimisation covers the rest. C warnings are
+// checked by board/check-c.sh and the bridge's by Cross/check-libcamera.sh.
+//
+// The executable may keep flags of its own (no other package builds it): the modules a frame
+// passes through keep Swift's compile-time exclusivity checks in every build, and the
+// command's own module skips the run-time ones in release builds.
+for target in package.targets where target.name == "shutterbug" {
     target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
-}
-
-// The simulated camera's pixels (the scene renderer, the ISP) are optimised in debug builds too:
-// at -Onone a 12 MP frame takes seconds, which made the tests that look at pixels, and the
-// preview on the emulated board, wait on the renderer rather than on what they test.
-for target in package.targets where target.name == "SimulatedCamera" {
-    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-O"], .when(configuration: .debug))]
 }

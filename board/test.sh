@@ -2,8 +2,11 @@
 # The test command (README, .ci/run): every tier, in order, each reported; exits non-zero if any
 # tier failed. Installs what it needs first.
 #
-#   unit           swift build --build-tests, swift test: core, simulated camera, CLI, and the
-#                  libcamera backend against Debian 12's libcamera 0.0.3 (no camera: it says so)
+#   unit           the C shims under -Wall -Wextra -Werror (board/check-c.sh); swift build
+#                  --build-tests, swift test: core, simulated camera, CLI, and the libcamera
+#                  backend against Debian 12's libcamera 0.0.3 (no camera: it says so); then
+#                  Examples/BracketExample, a package using Shutterbug through its git URL
+#                  (board/check-example.sh)
 #   api            `shutterbug serve` fuzzed against docs/openapi.yaml with schemathesis: no
 #                  5xx, every response as documented; SIGTERM exits 0. Then the service under
 #                  load (shutterbug-bench serve-load, 30 s idle and 30 s loaded): no slot of its
@@ -44,7 +47,7 @@ run_tier() {
 }
 
 unit() {
-	swift build --build-tests && timeout 1200 swift test --skip-build
+	board/check-c.sh && swift build --build-tests && timeout 1200 swift test --skip-build && board/check-example.sh
 }
 
 run_tier unit unit
