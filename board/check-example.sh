@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # Builds and runs Examples/BracketExample, a package that depends on Shutterbug through its git
-# URL (file://, which SwiftPM treats as a remote dependency: it refuses unsafe build flags in the
-# products used), and takes a bracket on the simulated camera with the library's API. What it
-# builds is the committed state of SHUTTERBUG_GIT_REF (default: main), as another package would
-# see it.
+# URL and takes a bracket on the simulated camera with the library's API. The dependency is on a
+# version, as a released library is used: SwiftPM refuses unsafe build flags in the products of
+# such a dependency (a branch or revision dependency may use them), so a library target with
+# compiler flags fails here. The version is a tag (the release's, from Version.swift) in a bare
+# clone of what is committed, made in a temporary folder.
 #
 # usage: board/check-example.sh
 set -euo pipefail
-cd "$(dirname "$0")/../Examples/BracketExample"
+root=$(cd "$(dirname "$0")/.." && pwd)
+version=$(sed -n 's/.*static let number = "\(.*\)"/\1/p' "$root/Sources/Commands/shutterbug/Version.swift")
+[ -n "$version" ] || { echo "check-example: no version in Version.swift"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+git clone --quiet --bare "$root" "$tmp/Shutterbug.git"
+git -C "$tmp/Shutterbug.git" tag "$version" HEAD
+export SHUTTERBUG_GIT_URL="file://$tmp/Shutterbug.git" SHUTTERBUG_GIT_VERSION="$version"
+cd "$root/Examples/BracketExample"
+# A new clone each run: forget the previous one's resolution.
+rm -f Package.resolved
 swift build 2>&1 | tail -n 3
 out=$(timeout 300 swift run --skip-build BracketExample)
 echo "$out"
