@@ -8,9 +8,9 @@ struct ScheduleTests {
     let second: Int64 = 1_000_000_000
     /// 2026-11-23T12:00:07Z, and CLOCK_REALTIME - CLOCK_MONOTONIC on an imagined Pi.
     var start: WallClockTime { WallClockTime(nanoseconds: 1_795_435_207 * second) }
-    let offset: Int64 = 1_795_000_000 * 1_000_000_000
+    let offset = ClockOffset(nanoseconds: 1_795_000_000 * 1_000_000_000)
 
-    func monotonic(_ wall: WallClockTime, _ offset: Int64) -> SensorTime { SensorTime(nanoseconds: wall.nanoseconds - offset) }
+    func monotonic(_ wall: WallClockTime, _ offset: ClockOffset) -> SensorTime { wall - offset }
 
     @Test("slots fall on the grid (:00, :30), each taken at its instant on the monotonic clock, and the count ends it")
     func grid() {
@@ -87,7 +87,7 @@ struct ScheduleTests {
         guard case .take(0, let wall0, let i0) = s.step(now: monotonic(start, offset), offset: offset) else { Issue.record("no slot 0"); return }
         s.taken(0)
         // NTP steps the wall clock 59 min 50 s ahead, 1 s after slot 0.
-        let ahead = offset + 3590 * second
+        let ahead = ClockOffset(nanoseconds: offset.nanoseconds + 3590 * second)
         let now = i0 + .seconds(1)
         var skipped = 0
         var next: TimelapseSchedule.Step = .finished

@@ -45,29 +45,29 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     private var ignoredPulses = 0
     private var pulseBusyUntil: SensorTime?
 
-    /// The latest virtual time any simulated camera in this process has reached.
-    private static let virtualFloor = Atomic<Int64>(0)
-
-    /// Virtual time with no camera running: where the process's virtual clock has got to (a
-    /// camera started now starts there), at least CLOCK_MONOTONIC.
-    public static var virtualClockNow: SensorTime {
-        max(MonotonicClock.now(), SensorTime(nanoseconds: virtualFloor.load(ordering: .relaxed)))
-    }
-
-    /// Virtual time with no camera running: lets the clock pass to `t` at once (a timelapse
-    /// that stopped its camera between slots waits this way); never goes back.
-    public static func advanceVirtualClock(to t: SensorTime) {
-        virtualFloor.max(t.nanoseconds, ordering: .relaxed)
-    }
+    /// The clock its frames are timed on: CLOCK_MONOTONIC in real time; in virtual time the
+    /// `VirtualCameraClock` it was given (a job's, shared by every camera it opens) or its own.
+    public let clock: any CameraClock
+    private let virtualClock: VirtualCameraClock?
 
     /// Creates a simulated camera with a sensor profile.
     ///
     /// - Precondition: `options.externalTrigger` only for a profile with an external trigger
     ///   (`init(checking:options:)` throws instead).
-    public init(profile: SensorProfile, options: SimulationOptions = SimulationOptions()) {
+    /// - Parameter virtualClock: in virtual time, the clock to go on from and move (a reopened
+    ///   camera goes on from where the one before it got to); a camera of its own by default.
+    public init(profile: SensorProfile, options: SimulationOptions = SimulationOptions(), virtualClock: VirtualCameraClock? = nil) {
         precondition(!options.externalTrigger || profile.externalTrigger != nil, "\(profile.model) has no external trigger")
         self.profile = profile
         self.options = options
+        if options.clock == .virtual {
+            let v = virtualClock ?? VirtualCameraClock()
+            self.virtualClock = v
+            self.clock = v
+        } else {
+            self.virtualClock = nil
+            self.clock = MonotonicCameraClock.shared
+        }
         self.mode = profile.fullResolution
         self.info = CameraInfo(
             id: "sim:\(profile.model)", model: profile.model,
@@ -77,13 +77,13 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
 
     /// As `init(profile:options:)`, with a clear error for external-trigger mode on a sensor
     /// without a trigger input.
-    public convenience init(checking profile: SensorProfile, options: SimulationOptions) throws {
+    public convenience init(checking profile: SensorProfile, options: SimulationOptions, virtualClock: VirtualCameraClock? = nil) throws {
         if options.externalTrigger && profile.externalTrigger == nil {
             let able = SensorProfile.catalogue.filter { $0.externalTrigger != nil }.map { "sim:\($0.model)" }
             throw ShutterbugError(.invalidArgument,
                                   "\(profile.model) has no external trigger input; external-trigger mode needs \(able.joined(separator: " or "))")
         }
-        self.init(profile: profile, options: options)
+        self.init(profile: profile, options: options, virtualClock: virtualClock)
     }
 
     deinit { release() }
@@ -93,6 +93,16 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     /// Whether the sensor waits for trigger pulses instead of free-running.
     public var isExternallyTriggered: Bool { options.externalTrigger }
     public var framesOnTriggerOnly: Bool { options.externalTrigger }
+
+    /// The profile's modes (the Pi pipeline's choices), a camera this process can open again,
+    /// and in external-trigger mode its trigger input.
+    public var capabilities: CameraCapabilities {
+        let modes = profile.modes.map { m in
+            SensorModeReport(width: m.width, height: m.height, bitDepth: profile.bitDepth, frameDurationLimits: m.minFramePeriod...(m.maxExposure + m.margin),
+                             exposureLimits: profile.exposureRange(in: m), source: "simulated sensor")
+        }
+        return CameraCapabilities(sensorModes: modes, reopensInProcess: true, externalTrigger: isExternallyTriggered ? self : nil)
+    }
 
     /// A trigger pulse on the sensor's trigger input (the IMX296's XTR): the sensor exposes one
     /// frame from `start` for `width` plus its offset. A pulse that starts before the previous
@@ -315,9 +325,10 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             var options = self.options
             options.seed = options.seed &+ (startCount - 1) &* 0x9E37_79B9_7F4A_7C15
             // Virtual time runs ahead of the monotonic clock; a camera started again (reopened
-            // after a fault) goes on from where the virtual clock had got to, not back in time.
+            // after a fault, or after a timelapse stopped it between slots) goes on from where
+            // its virtual clock had got to, not back in time.
             let real = MonotonicClock.now()
-            let now = options.clock == .virtual ? max(real, SensorTime(nanoseconds: Self.virtualFloor.load(ordering: .relaxed))) : real
+            let now = virtualClock.map { max(real, $0.now) } ?? real
             var pipeline = SimulatedPipeline(profile: profile, mode: mode, options: options, start: now, controls: strip(controls, unsupported))
             var wall = timespec()
             clock_gettime(CLOCK_REALTIME, &wall)
@@ -442,7 +453,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
                 requestedStall = nil
                 if !realTime {
                     virtualNow = timing.completion
-                    Self.virtualFloor.max(timing.completion.nanoseconds, ordering: .relaxed)
+                    virtualClock?.advance(to: timing.completion)
                 }
                 if realTime {
                     while !stopping, !lost, MonotonicClock.now() < timing.completion {
@@ -502,4 +513,12 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
         if unsupported.contains(.lensPosition) { c.lensPosition = nil }
         return c
     }
+}
+
+extension SimulatedCamera: ExternalTriggerInput {
+    public var triggeredSensor: SensorProfile { profile }
+
+    /// The scene's light: the trigger mode's fixed white balance is set for it, as a user sets
+    /// `--awbgains` for theirs.
+    public var startColourGains: ColourGains { profile.colour.gains(kelvin: options.illuminant) }
 }

@@ -150,11 +150,14 @@ struct CameraOptions: ParsableArguments {
 
     /// Opens the chosen camera. Without a choice: the first libcamera camera, else the
     /// simulated IMX477, with a one-line notice on standard error.
-    func open(clock: SimulationOptions.Clock? = nil) throws -> any CameraBackend {
+    ///
+    /// - Parameter virtualClock: for a simulated camera in virtual time, the job's clock, so
+    ///   every camera the job opens goes on from where the last one got to.
+    func open(clock: SimulationOptions.Clock? = nil, virtualClock: VirtualCameraClock? = nil) throws -> any CameraBackend {
         if let problem = MemoryBudget.environmentProblem() { notice(problem) }
         let chosen = camera ?? environment("SHUTTERBUG_CAMERA")
         if let id = chosen, id.hasPrefix("sim:") {
-            return try openSimulated(model: String(id.dropFirst(4)), clock: clock)
+            return try openSimulated(model: String(id.dropFirst(4)), clock: clock, virtualClock: virtualClock)
         }
         if externalTrigger {
             throw ValidationError("--external-trigger is for the simulated camera (sim:imx296); a real Global Shutter camera is put in trigger mode by its driver (echo 1 > /sys/module/imx296/parameters/trigger_mode, as root) and then needs no option here")
@@ -165,13 +168,13 @@ struct CameraOptions: ParsableArguments {
         } catch {
             if let id = chosen { throw ShutterbugError(.noSuchCamera, "cannot open '\(id)': \(error)") }
             notice("libcamera could not start (\(error)); using the simulated IMX477 (sim:imx477)")
-            return try openSimulated(model: "imx477", clock: clock)
+            return try openSimulated(model: "imx477", clock: clock, virtualClock: virtualClock)
         }
         if let id = chosen { return try Self.acquire(id, manager) }
         if let first = manager.cameras.first { return try Self.acquire(first.id, manager) }
         // Once per process: a timelapse that stops and starts its camera says it once.
         if FallbackNotice.first() { notice("no camera attached; using the simulated IMX477 (sim:imx477). `shutterbug cameras` lists the others.") }
-        return try openSimulated(model: "imx477", clock: clock)
+        return try openSimulated(model: "imx477", clock: clock, virtualClock: virtualClock)
     }
 
     /// Opens a libcamera camera; one held by another process is looked into: if a shutterbug
@@ -186,13 +189,13 @@ struct CameraOptions: ParsableArguments {
         }
     }
 
-    private func openSimulated(model: String, clock: SimulationOptions.Clock?) throws -> SimulatedCamera {
+    private func openSimulated(model: String, clock: SimulationOptions.Clock?, virtualClock: VirtualCameraClock?) throws -> SimulatedCamera {
         guard let profile = SensorProfile.named(model) else {
             let known = SensorProfile.catalogue.map { "sim:\($0.model)" }.joined(separator: ", ")
             throw ShutterbugError(.noSuchCamera, "unknown simulated camera 'sim:\(model)'; choose one of \(known)")
         }
         do {
-            return try SimulatedCamera(checking: profile, options: try simulationOptions(clock: clock))
+            return try SimulatedCamera(checking: profile, options: try simulationOptions(clock: clock), virtualClock: virtualClock)
         } catch let e as ShutterbugError where e.code == .invalidArgument {
             throw ValidationError("--external-trigger: \(e.message)")
         }

@@ -206,14 +206,7 @@ struct ServeCommand: AsyncParsableCommand {
         for a in config.adjustments { logger.notice("adjusted: \(a)") }
         if let line = rawRule.line(cam.sensorModeReport) { logger.notice("\(line)") }
         let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
-        // The simulated sensor's modes as its profile has them (the Pi pipeline's choices).
-        let modes = (cam as? SimulatedCamera).map { sim in
-            sim.profile.modes.map { m in
-                SensorModeReport(width: m.width, height: m.height, bitDepth: sim.profile.bitDepth, frameDurationLimits: m.minFramePeriod...(m.maxExposure + m.margin),
-                                 exposureLimits: sim.profile.exposureRange(in: m), source: "simulated sensor")
-            }
-        } ?? []
-        let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, logger: logger, sensorModes: modes)
+        let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, logger: logger, sensorModes: cam.capabilities.sensorModes)
         let notifier = SystemdNotifier.fromProcessEnvironment()
         let watchdog = notifier?.watchdogInterval.map { interval in
             Task {

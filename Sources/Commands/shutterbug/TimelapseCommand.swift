@@ -320,13 +320,15 @@ struct TimelapseCommand: AsyncParsableCommand {
         let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
         /// The camera, its session and the writer for its streams: opened at the start, and
         /// again when the camera fails or goes away.
-        let virtual = camera.virtualTime
-        /// CLOCK_MONOTONIC, or in virtual time where the process's virtual clock has got to.
-        @Sendable func clockNow() -> SensorTime { virtual ? SimulatedCamera.virtualClockNow : MonotonicClock.now() }
+        // The job's clock, which outlives each camera it opens: CLOCK_MONOTONIC, or in virtual
+        // time a clock that moves with the frames and jumps over the job's idle waits.
+        let virtualClock = camera.virtualTime ? VirtualCameraClock() : nil
+        let jobClock: any CameraClock = virtualClock ?? MonotonicCameraClock.shared
+        @Sendable func clockNow() -> SensorTime { jobClock.now }
         var startup = Duration.zero
         func openCamera() async throws -> (any CameraBackend, CaptureSession, PhotoFileWriter) {
             let began = clockNow()
-            let cam = try camera.open()
+            let cam = try camera.open(virtualClock: virtualClock)
             do {
                 let session = CaptureSession(backend: cam)
                 let (streams, rawRule) = try RawStreamRule.streams(for: cam, processed: stream, raw: formats.contains(.dng), rawSize: rawSize)
@@ -383,7 +385,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
         // slot so a wall-clock step reaches the schedule.
         var offset = TimelapseRun.wallOffset(firstMetadata)
-        let startWall = max(WallClockTime(nanoseconds: cam.now.nanoseconds + offset), spec.start ?? .init(nanoseconds: 0))
+        let startWall = max(cam.now + offset, spec.start ?? .init(nanoseconds: 0))
         let plan = try spec.plan(startWall, try journal.anchor())
         let every = plan.interval
         let run: TimelapseRun
@@ -400,7 +402,7 @@ struct TimelapseCommand: AsyncParsableCommand {
 
         var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
         try journal.setAnchor(schedule.anchor)
-        try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "the job started")
+        try journal.recordCameraStart(wall: cam.now + offset, startup: startup, beforeSlot: schedule.next, reason: "the job started")
         // Under systemd (Type=notify): ready once the camera streams; a status line per slot;
         // the watchdog pinged only while frames keep coming (or the camera is stopped on
         // purpose between slots), so a hung camera gets the service restarted.
@@ -449,7 +451,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             let next = schedule.next
             let total = schedule.total
             guard live, total.map({ next < $0 }) ?? true else { return }
-            let wait = SensorTime(nanoseconds: schedule.wall(of: next).nanoseconds - offset) - cam.now
+            let wait = schedule.wall(of: next) - offset - cam.now
             let free = (try? directory.freeBytes()).map { Self.bytes($0) + " free" } ?? "free space unknown"
             let left = total.map { t in "\(Self.span(Duration.nanoseconds(max(0, schedule.wall(of: t - 1).nanoseconds - schedule.wall(of: next).nanoseconds)) + (plan.times == nil ? every : .zero))) to go" } ?? "until stopped"
             var line = "slot \(next)\(total.map { "/\($0)" } ?? "") · next in \(Self.span(max(.zero, wait))) · \(run.lastSettings.exposure.exposureDescription) gain \(String(format2: run.lastSettings.gain)) · \(run.lastPhase) · \(free) · \(left)"
@@ -467,7 +469,7 @@ struct TimelapseCommand: AsyncParsableCommand {
             // camera, and start it again before the slot by twice its slowest start-up so far,
             // the lock's lead (some 30 frames of the first step) and a second.
             if let idleStop, stop.reason == nil, schedule.total.map({ schedule.next < $0 }) ?? true {
-                let nextInstant = SensorTime(nanoseconds: schedule.wall(of: schedule.next).nanoseconds - offset)
+                let nextInstant = schedule.wall(of: schedule.next) - offset
                 let firstStep = run.firstStepExposure + .milliseconds(40)
                 let wake = nextInstant - ((starts.max() ?? .seconds(1)) * 2 + firstStep * 30 + .seconds(1))
                 if plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true, wake - cam.now > idleStop {
@@ -477,13 +479,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                     stoppedFor += 1
                     // Until the wake-up: at once in virtual time, else in steps of at
                     // most a second so a signal still stops the job promptly.
-                    if virtual {
-                        SimulatedCamera.advanceVirtualClock(to: wake)
-                    } else {
-                        while stop.reason == nil, clockNow() < wake {
-                            try? await Task.sleep(for: min(.seconds(1), wake - clockNow()))
-                        }
-                    }
+                    await jobClock.sleep(until: wake) { stop.reason != nil }
                     if stop.reason != nil { break loop }
                     // Awake: from here no frame is a sign of trouble again, so a camera
                     // that cannot be started lets the watchdog lapse.
@@ -493,7 +489,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                             (cam, session, writer) = try await openCamera()
                             feed.update(session)
                             starts.append(startup)
-                            try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "stopped while idle")
+                            try journal.recordCameraStart(wall: cam.now + offset, startup: startup, beforeSlot: schedule.next, reason: "stopped while idle")
                             break
                         } catch {
                             if stop.reason != nil { break loop }
@@ -521,7 +517,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                 clearStatus()
                 report(slot: k, wall: wall, state: state, reason: reason)
             case .take(let k, let wall, let instant):
-                let nextInstant = SensorTime(nanoseconds: schedule.wall(of: k + 1).nanoseconds - offset)
+                let nextInstant = schedule.wall(of: k + 1) - offset
                 let r = try await run.take(k, wall: wall, instant: instant, nextInstant: nextInstant, session: session, writer: writer, now: { clockNow() })
                 schedule.taken(k)
                 clearStatus()
@@ -535,7 +531,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                     notice("slot \(k): the camera failed (\(r.reason ?? "the session failed")); opening it again")
                     await session.stop()
                     cam.release()
-                    if !cam.info.isSimulated {
+                    if !cam.capabilities.reopensInProcess {
                         // libcamera cannot give this process the camera back: a camera whose
                         // pipeline does not hotplug stays registered after its device went,
                         // and registering it again when the device returns is fatal in the
@@ -552,7 +548,7 @@ struct TimelapseCommand: AsyncParsableCommand {
                             feed.update(session)
                             reopened += 1
                             starts.append(startup)
-                            try journal.recordCameraStart(wall: WallClockTime(nanoseconds: cam.now.nanoseconds + offset), startup: startup, beforeSlot: schedule.next, reason: "after a failure")
+                            try journal.recordCameraStart(wall: cam.now + offset, startup: startup, beforeSlot: schedule.next, reason: "after a failure")
                             notice("the camera is back (\(cam.info.id)); the job goes on")
                             break
                         } catch {
@@ -568,7 +564,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         notifier?.stopping(status: "timelapse '\(job)' stopping: \(stop.reason ?? "the schedule ended")")
         await session.stop()
         try run.flushJournal()
-        try run.retain(before: schedule.next, now: WallClockTime(nanoseconds: cam.now.nanoseconds + offset))
+        try run.retain(before: schedule.next, now: cam.now + offset)
         if run.unjournalledCount > 0 { notice("\(run.unjournalledCount) slots could not be journalled (the disk is full); their files are on disk") }
         let (keogramPath, sheetPath) = run.pictures()
         let why = stop.reason ?? "the schedule ended"

@@ -114,16 +114,17 @@ public struct TimelapseSchedule: Sendable, Hashable {
         return n
     }
 
-    /// What to do now. `offset`: CLOCK_REALTIME - CLOCK_MONOTONIC in nanoseconds, sampled now.
+    /// What to do now. `clock`: wall time less the camera's clock, sampled now.
     /// Call `taken(_:)` after a `.take`; a `.skip` is already counted.
-    public mutating func step(now: SensorTime, offset: Int64) -> Step {
+    public mutating func step(now: SensorTime, offset clock: ClockOffset) -> Step {
+        let offset = clock.nanoseconds
         let jumped = lastOffset.map { abs($0 - offset) > Self.jumpThreshold.nanosecondsValue } ?? false
         let jump = lastOffset.map { offset - $0 } ?? 0
         lastOffset = offset
         if let total, next >= total { return .finished }
         let wall = self.wall(of: next)
         if let end = plan.end, wall >= end { return .finished }
-        let instant = SensorTime(nanoseconds: wall.nanoseconds - offset)
+        let instant = wall - clock
         if now - instant > tolerance {
             let k = next
             next += 1

@@ -494,9 +494,8 @@ public final class TimelapseRun {
 
     /// CLOCK_REALTIME - CLOCK_MONOTONIC for a frame: its `FrameWallClock` where the camera
     /// reports one (the same instant on both clocks), else sampled from the system now.
-    public static func wallOffset(_ m: FrameMetadata?) -> Int64 {
-        if let m, let wall = m.wallClock, let t = m.sensorTimestamp { return wall.nanoseconds - t.nanoseconds }
-        return sbshim_realtime_offset_ns()
+    public static func wallOffset(_ m: FrameMetadata?) -> ClockOffset {
+        m.flatMap(ClockOffset.init) ?? ClockOffset(nanoseconds: sbshim_realtime_offset_ns())
     }
 
     /// Full-range luma (0...255) to linear light, as the sRGB curve the ISP applied.

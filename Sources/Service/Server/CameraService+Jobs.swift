@@ -136,7 +136,7 @@ extension CameraService {
         guard !job.status.isOver else {
             throw ShutterbugError(.invalidState, "job '\(name)' is \(job.status.state.rawValue) already")
         }
-        let wall = WallClockTime(nanoseconds: camera.now.nanoseconds + TimelapseRun.wallOffset(await session.latestFrame))
+        let wall = camera.now + TimelapseRun.wallOffset(await session.latestFrame)
         switch action {
         case .pause: job.setPaused(true, now: wall)
         case .resume: job.setPaused(false, now: wall)

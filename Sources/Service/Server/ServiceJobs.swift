@@ -181,7 +181,7 @@ extension ServiceJob {
             let firstMetadata = first.metadata
             first.release()
             var offset = TimelapseRun.wallOffset(firstMetadata)
-            let startWall = max(WallClockTime(nanoseconds: c.camera.now.nanoseconds + offset), spec.start ?? .init(nanoseconds: 0))
+            let startWall = max(c.camera.now + offset, spec.start ?? .init(nanoseconds: 0))
             let plan = try spec.plan(startWall, try journal.anchor())
             let run = try TimelapseRun(spec: spec, journal: journal, directory: directory, camera: c.camera.info.id, limits: c.camera.controlLimits,
                                        first: firstMetadata, resume: resume, every: plan.interval, log: { [logger = c.logger] in logger.notice("job '\(d.name)': \($0)") })
@@ -189,7 +189,7 @@ extension ServiceJob {
             await run.prepareWhiteBalance(c.session)
             var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
             try journal.setAnchor(schedule.anchor)
-            try journal.recordCameraStart(wall: WallClockTime(nanoseconds: c.camera.now.nanoseconds + offset), startup: .zero, beforeSlot: schedule.next,
+            try journal.recordCameraStart(wall: c.camera.now + offset, startup: .zero, beforeSlot: schedule.next,
                                           reason: "the service started the job")
             let relative = { (path: String) -> String in path.hasPrefix(c.output.path + "/") ? String(path.dropFirst(c.output.path.count + 1)) : path }
             update { p in
@@ -217,7 +217,7 @@ extension ServiceJob {
                 }
                 // Until the lock's lead before the next slot (until the slot itself while
                 // paused), in steps of at most half a second so a stop is taken promptly.
-                let instant = SensorTime(nanoseconds: schedule.wall(of: next).nanoseconds - offset)
+                let instant = schedule.wall(of: next) - offset
                 while stopReason == nil {
                     let lead = isPaused ? Duration.zero : (run.firstStepExposure + .milliseconds(40)) * 30 + .milliseconds(500)
                     let wait = (instant - lead) - c.camera.now
@@ -237,7 +237,7 @@ extension ServiceJob {
                     if isPaused {
                         result = try run.notTaken(k, wall: wall, state: .skipped, reason: "the job was paused")
                     } else {
-                        let nextInstant = SensorTime(nanoseconds: schedule.wall(of: k + 1).nanoseconds - offset)
+                        let nextInstant = schedule.wall(of: k + 1) - offset
                         let camera = c.camera
                         result = try await run.take(k, wall: wall, instant: instant, nextInstant: nextInstant, session: c.session, writer: writer, now: { camera.now })
                         if let start = result.start { c.metrics.scheduleError.record((start - instant).secondsValue) }
@@ -263,7 +263,7 @@ extension ServiceJob {
                 }
             }
             try run.flushJournal()
-            try run.retain(before: schedule.next, now: WallClockTime(nanoseconds: c.camera.now.nanoseconds + offset))
+            try run.retain(before: schedule.next, now: c.camera.now + offset)
             refreshPictures(force: true)
             let why = stopReason
             update { p in

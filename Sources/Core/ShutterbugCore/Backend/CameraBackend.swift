@@ -16,6 +16,14 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// while no frame comes.
     var now: SensorTime { get }
 
+    /// The clock the camera's frames are timed on, which outlives this run of the camera (a
+    /// job waits on it between slots): CLOCK_MONOTONIC for a real camera.
+    var clock: any CameraClock { get }
+
+    /// What the camera can do beyond streaming: its sensor modes, whether this process can open
+    /// it again, a trigger input.
+    var capabilities: CameraCapabilities { get }
+
     /// Whether the camera's frames have no time of their own (a simulated camera in virtual
     /// time): it then takes a frame only while `allowFrames(true)` and once the consumer has
     /// dealt with the last completion, so a seeded run repeats exactly whatever the machine's
@@ -91,6 +99,8 @@ public protocol CameraBackend: AnyObject, Sendable {
 
 extension CameraBackend {
     public var now: SensorTime { MonotonicClock.now() }
+    public var clock: any CameraClock { MonotonicCameraClock.shared }
+    public var capabilities: CameraCapabilities { CameraCapabilities() }
     public var sensorProfile: SensorProfile? { SensorProfile.named(info.model) }
     public var pacesByDemand: Bool { false }
     public var framesOnTriggerOnly: Bool { false }
