@@ -46,13 +46,21 @@ struct TriggerCLITests {
 
     @Test("in virtual time the camera's clock keeps pace with the triggers: every regular trigger captured within a frame period, none dropped (it raced ahead: 180-620 s lags, 99% dropped)")
     func virtualTimeKeepsPace() async throws {
-        let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx477", "--virtual-time", "--simulated", "regular:300ms", "--count", "20", "--json"])
-        #expect(r.status == 0, "\(r.err)")
-        let s = try Self.summary(r.out)
-        #expect(s["captured"] as? Int == 20 && s["dropped"] as? Int == 0 && s["seen"] as? Int == 20, "\(s)")
-        let p99 = (s["lagToExposureStart"] as? [String: Any])?["p99Us"] as? Double ?? -1
-        // Full resolution on the HQ camera: 100 ms frames.
-        #expect((0...102_000).contains(p99), "p99 lag to exposure start \(p99) µs")
+        // Several runs: the frames asked for after a trigger raced its capture into the
+        // session now and then (a trigger's photo a frame late, 190 ms, in 3 runs of 16), and
+        // a run in virtual time must come out the same every time.
+        var lags: Set<Double> = []
+        for _ in 0..<8 {
+            let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx477", "--virtual-time", "--simulated", "regular:300ms", "--count", "20", "--json"])
+            #expect(r.status == 0, "\(r.err)")
+            let s = try Self.summary(r.out)
+            #expect(s["captured"] as? Int == 20 && s["dropped"] as? Int == 0 && s["seen"] as? Int == 20, "\(s)")
+            let p99 = (s["lagToExposureStart"] as? [String: Any])?["p99Us"] as? Double ?? -1
+            // Full resolution on the HQ camera: 100 ms frames.
+            #expect((0...102_000).contains(p99), "p99 lag to exposure start \(p99) µs")
+            lags.insert(p99)
+        }
+        #expect(lags.count == 1, "virtual time repeats exactly: p99 lags \(lags.sorted())")
     }
 
     @Test("Enter on standard input: each line a capture, written with its files and lags")

@@ -147,7 +147,9 @@ struct TriggerCommand: AsyncParsableCommand {
     }
 
     enum Event: Sendable {
-        case trigger(Trigger)
+        /// A trigger; `handled`, where given, is called once the trigger has been dealt with:
+        /// the capture it started is held by the session (or it started none).
+        case trigger(Trigger, handled: (@Sendable () -> Void)? = nil)
         /// External-trigger mode: the sensor ignored the pulse (it came during the previous
         /// frame's readout), so there is no frame to capture.
         case ignoredBySensor(Trigger)
@@ -187,14 +189,15 @@ struct TriggerCommand: AsyncParsableCommand {
         // pipeline has nothing to converge and no start-up frames.
         var startControls: CameraControls?
         let width = try pulse()
-        let externalSensor = (cam as? SimulatedCamera).flatMap { $0.isExternallyTriggered ? $0 : nil }
-        if let sim = externalSensor, let t = sim.profile.externalTrigger {
-            let range = sim.profile.exposureRange(in: sim.profile.fullResolution)
+        let externalSensor = cam.capabilities.externalTrigger
+        if let input = externalSensor, let t = input.triggeredSensor.externalTrigger {
+            let sensor = input.triggeredSensor
+            let range = sensor.exposureRange(in: sensor.fullResolution)
             guard range.contains(width + t.exposureOffset) else {
-                throw ValidationError("--pulse-width \(pulseWidth) exposes for \((width + t.exposureOffset).preciseDescription); \(sim.profile.model) exposes \(range.lowerBound.preciseDescription)...\(range.upperBound.preciseDescription) (the pulse's width + \(t.exposureOffset.preciseDescription))")
+                throw ValidationError("--pulse-width \(pulseWidth) exposes for \((width + t.exposureOffset).preciseDescription); \(sensor.model) exposes \(range.lowerBound.preciseDescription)...\(range.upperBound.preciseDescription) (the pulse's width + \(t.exposureOffset.preciseDescription))")
             }
             startControls = CameraControls(aeEnabled: false, exposureTime: width + t.exposureOffset, analogueGain: Gain(1.0), awbEnabled: false,
-                                           colourGains: sim.profile.colour.gains(kelvin: sim.options.illuminant))
+                                           colourGains: input.startColourGains)
         }
         let config: CameraConfiguration
         do {
@@ -262,6 +265,10 @@ struct TriggerCommand: AsyncParsableCommand {
         }
 
         let (events, post) = AsyncStream<Event>.makeStream()
+        /// Virtual time: what tells the feeder a trigger was handled (finished on the way out,
+        /// so a feeder still waiting goes on and ends).
+        var acknowledgements: AsyncStream<Void>.Continuation?
+        defer { acknowledgements?.finish() }
         let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
         var tasks: [Task<Void, Never>] = []
         if camera.virtualTime {
@@ -270,7 +277,10 @@ struct TriggerCommand: AsyncParsableCommand {
             // instant, as it would be in real time: the frames up to it are asked for one at a
             // time, so the clock never runs ahead of the triggers (a monitor asking for every
             // frame let it race past them, and triggers were captured minutes late or dropped).
+            let (handledStream, handled) = AsyncStream<Void>.makeStream()
+            acknowledgements = handled
             tasks.append(Task {
+                var handledAcks = handledStream.makeAsyncIterator()
                 var now = SensorTime(nanoseconds: 0)
                 for await t in source.triggers() {
                     if externalSensor != nil {
@@ -287,7 +297,11 @@ struct TriggerCommand: AsyncParsableCommand {
                             now = max(now, ts)
                             period = next.frameDuration ?? period
                         }
-                        post.yield(.trigger(t))
+                        // No further frame is asked for until the capture for this trigger is
+                        // held by the session: a frame asked for before then could be the
+                        // first exposed after the instant and pass unseen (a frame's lag more).
+                        post.yield(.trigger(t, handled: { handled.yield() }))
+                        _ = await handledAcks.next()
                     }
                 }
                 post.yield(.sourceEnded)
@@ -314,14 +328,19 @@ struct TriggerCommand: AsyncParsableCommand {
         let settingsFormats = formats
         let fileWriter = writer
         let realTime = !camera.virtualTime
-        func start(_ actions: [TriggerQueue.Action]) {
+        /// Starts what the queue says; `handled` is called once every capture started is held
+        /// by the session (at once if none was started).
+        func start(_ actions: [TriggerQueue.Action], handled: (@Sendable () -> Void)? = nil) {
+            var handled = handled
             for a in actions {
                 switch a {
                 case .capture(let t):
                     unfinished += 1
+                    let registered = handled ?? {}
+                    handled = nil
                     Task {
                         let result = await Self.capture(t, bracket: bracket, formats: settingsFormats, session: session, writer: fileWriter, realTime: realTime, busy: busy,
-                                                        framesCaptured: { post.yield(.framesCaptured(t)) })
+                                                        registered: registered, framesCaptured: { post.yield(.framesCaptured(t)) })
                         post.yield(.finished(t, result))
                     }
                 case .dropped(let t):
@@ -329,6 +348,7 @@ struct TriggerCommand: AsyncParsableCommand {
                 case .coalesced(let t): if !json { print("trigger \(t.sequence): coalesced into a later one") }
                 }
             }
+            handled?()
         }
         // Captures started and not finished (their files may still be being written), and the
         // triggers whose frames are all captured.
@@ -345,7 +365,7 @@ struct TriggerCommand: AsyncParsableCommand {
             case .ignoredBySensor(let t):
                 _ = q.refused(t)
                 if !json { print("trigger \(t.sequence): dropped, the sensor ignored the pulse (it came while the previous frame was being read out)") }
-            case .trigger(let t) where external:
+            case .trigger(let t, _) where external:
                 // No more captures than --count asks for are started.
                 if let count, stopping == nil, q.counts.captured + q.counts.failed + q.inFlight.count >= count {
                     _ = q.refused(t)
@@ -353,8 +373,8 @@ struct TriggerCommand: AsyncParsableCommand {
                 } else if stopping == nil {
                     start(q.arrived(t))
                 }
-            case .trigger(let t):
-                if stopping == nil { start(q.arrived(t)) }
+            case .trigger(let t, let handled):
+                if stopping == nil { start(q.arrived(t), handled: handled) } else { handled?() }
             case .framesCaptured(let t):
                 // A triggered sensor's captures are over when they finish: they run together.
                 if external { break }
@@ -408,13 +428,22 @@ struct TriggerCommand: AsyncParsableCommand {
     /// too; in virtual time only the lag to exposure start (on the camera's clock) is meaningful.
     /// `busy`: held from the start until the capture's frames are all captured (or it fails).
     static func capture(_ t: Trigger, bracket: BracketSettings?, formats: Set<PhotoFormat>, session: CaptureSession, writer: PhotoFileWriter?,
-                        realTime: Bool, busy: GPIOOutputLine? = nil, framesCaptured: @Sendable () -> Void = {}) async -> Result<Captured, ShutterbugError> {
+                        realTime: Bool, busy: GPIOOutputLine? = nil, registered: @Sendable () -> Void = {},
+                        framesCaptured: @Sendable () -> Void = {}) async -> Result<Captured, ShutterbugError> {
         let settings = PhotoSettings(bracket: bracket, formats: formats, trigger: t)
         var c = Captured(lag: TriggerLag(trigger: t.instant, exposureStart: t.instant), sequences: [], files: [])
         var firstStart: SensorTime?, delivered: SensorTime?
         let frames = bracket?.count ?? 1
         var held: ContinuousClock.Instant?
         var announced = false
+        /// The session holds the capture once it resolved its settings (or it is over).
+        var isRegistered = false
+        func sessionHoldsIt() {
+            guard !isRegistered else { return }
+            isRegistered = true
+            registered()
+        }
+        defer { sessionHoldsIt() }
         /// The frames are in: the busy line goes inactive, and the caller may start the next.
         func release() {
             if !announced, c.sequences.count == frames {
@@ -435,6 +464,7 @@ struct TriggerCommand: AsyncParsableCommand {
             if let writer {
                 for try await e in writer.capture(settings, on: session) {
                     switch e {
+                    case .settingsResolved: sessionHoldsIt()
                     case .photoCaptured(_, let m):
                         c.sequences.append(m.sequence)
                         if firstStart == nil { firstStart = m.earliestExposureStart; delivered = realTime ? MonotonicClock.now() : nil }
@@ -447,6 +477,7 @@ struct TriggerCommand: AsyncParsableCommand {
                 c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered, filesWritten: realTime ? MonotonicClock.now() : nil)
             } else {
                 for try await e in await session.capture(settings) {
+                    if case .settingsResolved = e { sessionHoldsIt() }
                     if case .photo(let p) = e {
                         c.sequences.append(p.metadata.sequence)
                         if firstStart == nil { firstStart = p.metadata.earliestExposureStart; delivered = realTime ? MonotonicClock.now() : nil }
