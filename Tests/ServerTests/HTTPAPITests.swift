@@ -1,0 +1,143 @@
+import Capture
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import ImageOutput
+import Server
+import ShutterbugCore
+import SimulatedCamera
+import Testing
+
+/// The service's API in process: `CameraService` on the simulated camera in virtual time,
+/// its router driven by Hummingbird's test client (no socket, no child process).
+@Suite("HTTP API in process: CameraService on the simulated camera, through Hummingbird's test client", .timeLimit(.minutes(2)))
+struct HTTPAPITests {
+    /// A running service over a fresh output folder; `body` gets the service and the folder.
+    func withService<T: Sendable>(token: String? = nil, _ body: @Sendable (CameraService, String, HTTPAPI.Access) async throws -> T) async throws -> T {
+        let dir = NSTemporaryDirectory() + "sb-api-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var options = SimulationOptions()
+        options.clock = .virtual
+        options.seed = 3
+        let cam = SimulatedCamera(profile: .imx477, options: options)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5)
+        let directory = try OutputDirectory(path: dir)
+        let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: .imx477))
+        let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, sensorModes: cam.capabilities.sensorModes)
+        defer { Task { await session.stop() } }
+        return try await body(service, dir, HTTPAPI.Access(host: "127.0.0.1", port: 8080, token: token))
+    }
+
+    func object(_ buffer: ByteBuffer) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(buffer: buffer)) as? [String: Any], "\(String(buffer: buffer))")
+    }
+
+    @Test("status, cameras and the sensor modes answer at once, and say what the camera is doing")
+    func status() async throws {
+        try await withService { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                try await client.execute(uri: "/api/status", method: .get) { r in
+                    #expect(r.status == .ok)
+                    let o = try object(r.body)
+                    #expect(o["streaming"] as? Bool == true, "\(o)")
+                    #expect((o["camera"] as? String)?.contains("imx477") == true, "\(o)")
+                }
+                try await client.execute(uri: "/api/cameras", method: .get) { r in
+                    #expect(r.status == .ok)
+                    let cameras = try #require(try JSONSerialization.jsonObject(with: Data(buffer: r.body)) as? [[String: Any]])
+                    // The profile's modes, from the camera's capabilities (no downcast).
+                    let modes = try #require(cameras.first?["modes"] as? [[String: Any]], "\(cameras)")
+                    #expect(modes.count == SensorProfile.imx477.modes.count, "\(modes)")
+                }
+            }
+        }
+    }
+
+    @Test("POST /api/capture with an EV bracket: 201, three JPEGs written and listed, each downloadable whole")
+    func captureBracket() async throws {
+        try await withService { service, dir, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                var paths: [String] = []
+                try await client.execute(uri: "/api/capture", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: #"{"ev": [-1, 0, 1]}"#)) { r in
+                    #expect(r.status == .created, "\(String(buffer: r.body))")
+                    let o = try object(r.body)
+                    let files = try #require(o["files"] as? [String], "\(o)")
+                    paths = files.filter { $0.hasSuffix(".jpg") }
+                }
+                #expect(paths.count == 3, "\(paths)")
+                try await client.execute(uri: "/api/captures", method: .get) { r in
+                    #expect(r.status == .ok)
+                    let captures = try #require(try JSONSerialization.jsonObject(with: Data(buffer: r.body)) as? [[String: Any]])
+                    let listed = captures.flatMap { $0["files"] as? [String] ?? [] }
+                    #expect(Set(paths).isSubset(of: Set(listed)), "\(paths) in \(listed)")
+                }
+                for p in paths {
+                    let relative = p
+                    try await client.execute(uri: "/api/files/" + relative, method: .get) { r in
+                        #expect(r.status == .ok, "\(relative)")
+                        let bytes = Array(r.body.readableBytesView)
+                        #expect(bytes.prefix(2) == [0xFF, 0xD8] && bytes.suffix(2) == [0xFF, 0xD9], "\(relative): a whole JPEG, SOI to EOI")
+                        let onDisk = try Data(contentsOf: URL(fileURLWithPath: dir + "/" + relative))
+                        #expect(bytes.count == onDisk.count)
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("bad input: a 400 naming the field, 413 past the body limit, 405 for a known path with another method, 401 without the token", arguments: [
+        (#"{"ev": "minus one"}"#, "ev"),
+        (#"{"evs": [0]}"#, "evs"),
+        (#"{"exposuresUs": [1000], "gain": -2}"#, "gain"),
+        ("not json", "JSON object"),
+    ])
+    func badInput(_ body: String, _ named: String) async throws {
+        try await withService(token: "a-token-of-sixteen-plus") { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                let auth: HTTPFields = [.authorization: "Bearer a-token-of-sixteen-plus", .contentType: "application/json"]
+                try await client.execute(uri: "/api/capture", method: .post, headers: auth, body: ByteBuffer(string: body)) { r in
+                    #expect(r.status == .badRequest, "\(body): \(String(buffer: r.body))")
+                    #expect(String(buffer: r.body).contains(named), "\(body): \(String(buffer: r.body))")
+                }
+                try await client.execute(uri: "/api/capture", method: .post, headers: auth, body: ByteBuffer(repeating: UInt8(ascii: " "), count: 64 << 10)) { r in
+                    #expect(r.status == .contentTooLarge)
+                }
+                try await client.execute(uri: "/api/status", method: .delete, headers: auth) { r in
+                    #expect(r.status == .methodNotAllowed)
+                }
+                try await client.execute(uri: "/api/status", method: .get) { r in
+                    #expect(r.status == .unauthorized)
+                }
+            }
+        }
+    }
+
+    @Test("/metrics counts the capture the API took, and /api/frame.jpg is a JPEG of the newest frame")
+    func metricsAndFrame() async throws {
+        try await withService { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                try await client.execute(uri: "/api/capture", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}")) { r in
+                    #expect(r.status == .created, "\(String(buffer: r.body))")
+                }
+                try await client.execute(uri: "/api/frame.jpg", method: .get) { r in
+                    #expect(r.status == .ok)
+                    #expect(r.headers[.contentType] == "image/jpeg")
+                    #expect(Array(r.body.readableBytesView.prefix(2)) == [0xFF, 0xD8])
+                }
+                try await client.execute(uri: "/metrics", method: .get) { r in
+                    #expect(r.status == .ok)
+                    let text = String(buffer: r.body)
+                    let line = text.split(separator: "\n").first { $0.hasPrefix("shutterbug_captures_total") }
+                    #expect(line.map { $0.hasSuffix(" 1") } == true, "\(line ?? "no shutterbug_captures_total")")
+                }
+            }
+        }
+    }
+}
