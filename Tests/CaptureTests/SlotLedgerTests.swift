@@ -1,4 +1,5 @@
 import CaptureScheduler
+import ShutterbugCore
 import SimulatedCamera
 import Testing
 
