@@ -140,4 +140,85 @@ struct HTTPAPITests {
             }
         }
     }
+
+    @Test("twenty pollers of /api/frame.jpg at once: every one answered 200 with the same picture (one capture and encode shared), and status answers meanwhile")
+    func framePollers() async throws {
+        try await withService { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                let pictures = try await withThrowingTaskGroup(of: [UInt8].self) { group in
+                    for _ in 0..<20 {
+                        group.addTask {
+                            try await client.execute(uri: "/api/frame.jpg", method: .get) { r in
+                                #expect(r.status == .ok, "\(String(buffer: r.body))")
+                                return Array(r.body.readableBytesView)
+                            }
+                        }
+                    }
+                    group.addTask {
+                        try await client.execute(uri: "/api/status", method: .get) { r in
+                            #expect(r.status == .ok)
+                            return []
+                        }
+                    }
+                    var all: [[UInt8]] = []
+                    for try await p in group where !p.isEmpty { all.append(p) }
+                    return all
+                }
+                #expect(pictures.count == 20)
+                #expect(Set(pictures).count == 1, "one picture shared by the pollers within its half second")
+                #expect(pictures.first.map { Array($0.prefix(2)) == [0xFF, 0xD8] } == true)
+            }
+        }
+    }
 }
+
+/// A YUV 4:2:0 frame in process memory whose every sample says where it is.
+final class PatternBuffer: FrameBuffer, @unchecked Sendable {
+    let width: Int, height: Int
+    let pixelFormat = PixelFormat.yuv420
+    let planes: [PlaneLayout]
+    let dmabufFD: Int32? = nil
+    var bytes: [UInt8]
+
+    init(width: Int, height: Int) {
+        self.width = width
+        self.height = height
+        let cw = width / 2, ch = height / 2
+        planes = [PlaneLayout(offset: 0, length: width * height, stride: width),
+                  PlaneLayout(offset: width * height, length: cw * ch, stride: cw),
+                  PlaneLayout(offset: width * height + cw * ch, length: cw * ch, stride: cw)]
+        bytes = [UInt8](repeating: 0, count: width * height + 2 * cw * ch)
+        for y in 0..<height { for x in 0..<width { bytes[y * width + x] = UInt8((x * 255) / (width - 1)) } }
+        for y in 0..<ch { for x in 0..<cw {
+            bytes[width * height + y * cw + x] = UInt8((y * 255) / (ch - 1))
+            bytes[width * height + cw * ch + y * cw + x] = 200
+        } }
+    }
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try bytes.withUnsafeBytes(body) }
+}
+
+@Suite("FramePreview: a frame's small picture sampled in place")
+struct FramePreviewTests {
+    @Test("a 4056x3040 frame sampled to 640 wide: even sides, the aspect kept, each sample the source's at the middle of its area, chroma from its own planes")
+    func samples() throws {
+        let b = PatternBuffer(width: 4056, height: 3040)
+        let s = try #require(FramePreview.sample(b, width: 640))
+        #expect(s.width == 640 && s.height == 478, "\(s.width)x\(s.height)")
+        #expect(s.bytes.count == 640 * 478 + 2 * 320 * 239)
+        // Luma runs left to right, 0 to 255, as the source does.
+        let row = Array(s.bytes[(100 * 640)..<(101 * 640)])
+        #expect(row.first! <= 2 && row.last! >= 253, "\(row.first!)...\(row.last!)")
+        #expect(zip(row, row.dropFirst()).allSatisfy { $0 <= $1 })
+        let sx = (2 * 320 + 1) * 4056 / (2 * 640)
+        #expect(Int(row[320]) == (sx * 255) / 4055)
+        // U runs top to bottom, V is flat: the planes were not mixed up.
+        let u = s.planes[1], v = s.planes[2]
+        #expect(s.bytes[u.offset] <= 2 && s.bytes[u.offset + 238 * u.stride] >= 253)
+        #expect(s.bytes[v.offset..<(v.offset + v.length)].allSatisfy { $0 == 200 })
+        let jpeg = try #require(try FramePreview.jpeg(b, width: 640))
+        #expect(Array(jpeg.prefix(2)) == [0xFF, 0xD8] && Array(jpeg.suffix(2)) == [0xFF, 0xD9])
+    }
+}
+

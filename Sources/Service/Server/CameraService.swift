@@ -13,6 +13,7 @@ import Glibc
 public actor CameraService {
     public let session: CaptureSession
     public let camera: any CameraBackend
+    private let latestFrame = LatestFrameJPEG(maxAge: .milliseconds(500))
     public let writer: PhotoFileWriter
     public let directory: OutputDirectory
     public let started: SensorTime
@@ -246,18 +247,19 @@ public actor CameraService {
                       jobs: jobs.map(\.status), triggers: triggers.map(\.status))
     }
 
-    /// The newest frame as a small JPEG (at most `width` wide): the first frame exposed from now.
-    public func frameJPEG(width: Int = 640) async throws -> [UInt8] {
-        let photo = try await session.captureFrame(exposedAfter: camera.now, timeout: .seconds(3))
-        defer { photo.release() }
-        let stream = photo.buffers.first { $0.pixelFormat == .yuv420 } ?? photo.buffers.first { FrameCopy.encodesToJPEG($0.pixelFormat) }
-        guard let yuv = stream.map({ FrameCopy($0).yuv420() }) else {
-            throw ShutterbugError(.unsupported, "the camera's stream has no processed (YUV) picture to show")
+    /// The newest frame as a JPEG 640 wide, for the page and `/api/frame.jpg`: at most two
+    /// made a second whoever asks, shared by every request meanwhile, sampled from the frame's
+    /// buffer in place (no copy of the whole frame) and off this actor.
+    public nonisolated func frameJPEG() async throws -> [UInt8] {
+        try await latestFrame.jpeg { [session, camera] in
+            let photo = try await session.captureFrame(exposedAfter: camera.now, timeout: .seconds(3))
+            defer { photo.release() }
+            let buffer = photo.buffers.first { $0.pixelFormat == .yuv420 } ?? photo.buffers.first { FrameCopy.encodesToJPEG($0.pixelFormat) }
+            guard let buffer, let jpeg = try FramePreview.jpeg(buffer, width: 640) else {
+                throw ShutterbugError(.unsupported, "the camera's stream has no processed (YUV) picture to show")
+            }
+            return jpeg
         }
-        // Even sides for 4:2:0: the width asked for is even, a row may go.
-        let t = ContactSheet.thumbnail(yuv: yuv, width: width & ~1)
-        let h = t.height & ~1
-        return try ContactSheet.jpeg(rgb: Array(t.rgb.prefix(t.width * h * 3)), width: t.width, height: h, quality: 80)
     }
 
     /// Prometheus text exposition (swift-metrics over swift-prometheus): the counters as they
