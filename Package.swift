@@ -156,3 +156,16 @@ let package = Package(
 for target in package.targets where target.name == "shutterbug" {
     target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 }
+
+// The simulated camera's pixels (the scene renderer, the ISP) are optimised in debug builds when
+// the test command asks (SHUTTERBUG_OPTIMIZED_SIMULATOR=1, which board/test.sh sets): at -Onone
+// a 12 MP frame takes seconds, and tests that render pixels then hold a 2-core machine's Swift
+// threads long enough to starve the other tests running beside them (two of them exceeded their
+// time limits in each full run without it). Only an opt-in for this repository's own builds: a
+// package that depends on Shutterbug does not set it, so the products it uses carry no flags
+// (board/check-example.sh checks that with it unset).
+if Context.environment["SHUTTERBUG_OPTIMIZED_SIMULATOR"] == "1" {
+    for target in package.targets where target.name == "SimulatedCamera" {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-O"], .when(configuration: .debug))]
+    }
+}

@@ -8,6 +8,8 @@
 #
 # usage: board/check-example.sh
 set -euo pipefail
+# As another package builds it: without this repository's opt-ins (Package.swift).
+unset SHUTTERBUG_OPTIMIZED_SIMULATOR
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=$(sed -n 's/.*static let number = "\(.*\)"/\1/p' "$root/Sources/Commands/shutterbug/Version.swift")
 [ -n "$version" ] || { echo "check-example: no version in Version.swift"; exit 1; }

@@ -27,6 +27,8 @@
 #                  amd64 one into Debian 12, each used there, upgraded over and purged
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The simulated camera's pixels optimised in the debug builds the tests use (Package.swift).
+export SHUTTERBUG_OPTIMIZED_SIMULATOR=1
 
 board/setup-host.sh --board || { echo "setup-host failed"; exit 1; }
 
