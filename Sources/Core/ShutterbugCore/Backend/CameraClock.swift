@@ -14,7 +14,8 @@ public protocol CameraClock: AnyObject, Sendable {
     var now: SensorTime { get }
 
     /// Lets time pass to `deadline` with no camera running: a real clock sleeps (in steps of
-    /// at most a second, returning early once `stop()` says so), a virtual one jumps there.
+    /// at most a second, returning early once `stop()` says so or the task is cancelled), a
+    /// virtual one jumps there.
     func sleep(until deadline: SensorTime, stop: @Sendable () -> Bool) async
 
     /// The clock moved to `t` (a frame completed at `t`); never moves it back.
@@ -33,7 +34,8 @@ public final class MonotonicCameraClock: CameraClock {
         while !stop() {
             let left = deadline - now
             guard left > .zero else { return }
-            try? await Task.sleep(for: min(.seconds(1), left))
+            // A cancelled task's sleep throws at once: return rather than spin to the deadline.
+            do { try await Task.sleep(for: min(.seconds(1), left)) } catch { return }
         }
     }
 
