@@ -202,7 +202,11 @@ struct GPIOTriggerBoardTests {
             return n
         }
         let cpuBefore = ProcessCPU.now()
-        try "0".write(toFile: config + "/live", atomically: false, encoding: .utf8)
+        // Off this thread and with a deadline: a removal the kernel does not finish fails here,
+        // saying so, instead of hanging the test.
+        try await withDeadline(.seconds(10), "gpio-sim to remove the chip (0 written to \(config)/live)") {
+            try await offPool { try "0".write(toFile: config + "/live", atomically: false, encoding: .utf8) }
+        }
         let result = try await withDeadline(.seconds(5), "the source to end after its chip went away") { await ended.value }
         let cpu = ProcessCPU.now() - cpuBefore
         let failure = try #require(source.failure, "the source ended without saying why")

@@ -10,17 +10,74 @@ public struct DeadlineExceeded: Error, CustomStringConvertible {
 /// Runs `body` and returns its result, or throws `DeadlineExceeded` naming `what` when it has
 /// not finished within `limit` (the body is then cancelled). With `orNil`, running out returns
 /// nil instead of throwing, for a wait whose "nothing came" is an answer.
+///
+/// The deadline holds even for a body that ignores cancellation (awaiting a task's value, a
+/// call that blocks): body and timer race to one continuation and the loser is left behind. A
+/// task group would wait for the body at its end whatever the deadline said, and the test would
+/// hang past it instead of failing with what it waited for.
 public func withDeadline<T: Sendable>(_ limit: Duration, _ what: String, orNil: Bool = false,
                                       _ body: @escaping @Sendable () async throws -> T?) async throws -> T? {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            if orNil { return nil }
-            throw DeadlineExceeded(waitingFor: what, limit: limit)
+    let race = Race<T?>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<T?, any Error>) in
+            race.start(c)
+            let work = Task {
+                do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
+            }
+            let timer = Task {
+                try? await Task.sleep(for: limit)
+                if race.finish(orNil ? .success(nil) : .failure(DeadlineExceeded(waitingFor: what, limit: limit))) { work.cancel() }
+            }
+            race.onFinish { timer.cancel(); work.cancel() }
         }
-        defer { group.cancelAll() }
-        return try await group.next()!
+    } onCancel: {
+        race.finish(.failure(CancellationError()))
+    }
+}
+
+/// The first of several results resumes a continuation; the rest are dropped.
+private final class Race<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<T, any Error>?
+    private var early: Result<T, any Error>?
+    private var done = false
+    private var cleanup: (@Sendable () -> Void)?
+
+    func start(_ c: CheckedContinuation<T, any Error>) {
+        lock.lock()
+        if let early {
+            lock.unlock()
+            c.resume(with: early)
+            return
+        }
+        continuation = c
+        lock.unlock()
+    }
+
+    /// What to do once a result won (stop the others).
+    func onFinish(_ body: @escaping @Sendable () -> Void) {
+        lock.lock()
+        let already = done
+        if !already { cleanup = body }
+        lock.unlock()
+        if already { body() }
+    }
+
+    /// Resumes with `result` if nothing did yet; true if this one won.
+    @discardableResult
+    func finish(_ result: Result<T, any Error>) -> Bool {
+        lock.lock()
+        guard !done else { lock.unlock(); return false }
+        done = true
+        let c = continuation
+        continuation = nil
+        if c == nil { early = result }
+        let after = cleanup
+        cleanup = nil
+        lock.unlock()
+        c?.resume(with: result)
+        after?()
+        return true
     }
 }
 
