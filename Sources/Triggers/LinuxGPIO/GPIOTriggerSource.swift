@@ -99,6 +99,10 @@ public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
         counters.withLock { if $0.failure == nil && !$0.stopped { $0.failure = error } }
     }
 
+    /// How long the reading thread sleeps before polling again when nothing happens (ms): how
+    /// soon a removed chip is noticed.
+    static let rechecks: Int32 = 1000
+
     private func read(into out: AsyncStream<Trigger>.Continuation) {
         var fds = [pollfd(fd: request.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
         var lastSeqno: UInt32?
@@ -110,7 +114,10 @@ public final class GPIOTriggerSource: TriggerSource, @unchecked Sendable {
             fds[0].revents = 0
             fds[1].revents = 0
             // Once stopping, only what the kernel already holds is read (a zero timeout).
-            let n = poll(&fds, stopping ? 1 : 2, stopping ? 0 : -1)
+            // Otherwise at most a second's sleep: the kernel reports a removed chip to a new
+            // poll (hung up), but does not wake one already asleep on the line (Linux 6.1's
+            // linereq_poll), so a reader that never woke would outlive its chip forever.
+            let n = poll(&fds, stopping ? 1 : 2, stopping ? 0 : Self.rechecks)
             if n < 0 {
                 if errno == EINTR { continue }
                 break
