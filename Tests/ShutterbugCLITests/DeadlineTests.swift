@@ -4,18 +4,28 @@ import TestSupport
 
 @Suite("withDeadline: every wait in a test ends by its deadline, saying what it waited for")
 struct DeadlineTests {
-    @Test("a body that ignores cancellation (a blocking call) still fails at the deadline, not when it returns")
+    @Test("a body that ignores cancellation (blocked until released) still fails at the deadline: withDeadline returns while the body is still blocked")
     func blockingBody() async throws {
-        let began = ContinuousClock.now
+        let gate = DispatchSemaphore(value: 0)
+        let safety = Flag()
+        // Only so that a withDeadline that waits for its body cannot hang the run: released
+        // after 120 s, and then the test fails below.
+        let release = Task {
+            try? await Task.sleep(for: .seconds(120))
+            safety.set()
+            gate.signal()
+        }
         do {
-            _ = try await withDeadline(.milliseconds(200), "a call that blocks for 3 s") {
-                try await offPool { usleep(3_000_000); return 1 }
+            _ = try await withDeadline(.milliseconds(200), "a call blocked until released") {
+                try await offPool { gate.wait(); return 1 }
             }
             Issue.record("the deadline did not fire")
         } catch let e as DeadlineExceeded {
-            #expect(e.description.contains("a call that blocks for 3 s"))
+            #expect(e.description.contains("a call blocked until released"))
         }
-        #expect(ContinuousClock.now - began < .milliseconds(2500), "returned at the deadline, not after the 3 s call")
+        #expect(!safety.isSet, "withDeadline returned only when the blocked body was released")
+        release.cancel()
+        gate.signal()
     }
 
     @Test("a body that finishes in time gives its value; orNil turns running out into nil")
@@ -28,4 +38,11 @@ struct DeadlineTests {
         }
         #expect(none == nil)
     }
+}
+
+private final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.lock(); value = true; lock.unlock() }
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
 }
