@@ -36,6 +36,23 @@ struct CaptureCounterTests {
         #expect(second.number == 43 && second.notice == nil)
     }
 
+    @Test("a counter emptied by a kill (the files say 41, the journal has taken 57): the next number is above both, and every write leaves a whole number behind")
+    func emptiedByKill() throws {
+        let (dir, counter) = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir.path) }
+        FileManager.default.createFile(atPath: counter, contents: Data())
+        let n = try dir.nextCaptureNumber(template: template, atLeast: 58)
+        #expect(n.number == 58, "a journalled number whose files were never written is not taken again")
+        // Longer than before: overwritten, then cut to length, never empty between.
+        try "9\n".write(toFile: counter, atomically: false, encoding: .utf8)
+        #expect(try dir.nextCaptureNumber(template: template).number == 59)
+        #expect(try String(contentsOfFile: counter, encoding: .utf8) == "59\n")
+        // A link in its place: numbered from the files, still above the journal's.
+        try FileManager.default.removeItem(atPath: counter)
+        try FileManager.default.createSymbolicLink(atPath: counter, withDestinationPath: "/dev/null")
+        #expect(try dir.nextCaptureNumber(template: template, atLeast: 80).number == 80)
+    }
+
     @Test("a valid counter goes on from its own number without looking at the files")
     func validCounter() throws {
         let (dir, counter) = try folder()

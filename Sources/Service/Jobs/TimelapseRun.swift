@@ -338,7 +338,7 @@ public final class TimelapseRun {
         var writeFailures: [String] = []
         // The slot's number goes into the journal before any of its files exists: a run killed
         // between the two leaves a slot the next run can reconcile (`openJournal`).
-        let numbered = try directory.nextCaptureNumber(template: writer.template)
+        let numbered = try directory.nextCaptureNumber(template: writer.template, atLeast: ((try? journal.highestNumber()) ?? nil).map { $0 + 1 } ?? 1)
         if let n = numbered.notice { log(n) }
         do {
             try journal.intend(.init(index: k, wall: wall, number: numbered.number))

@@ -94,7 +94,9 @@ public final class OutputDirectory: Sendable {
     /// a broken number is overwritten, and the notice says which in words, once.
     ///
     /// - Throws: `.system` only when the directory itself cannot be locked.
-    public func nextCaptureNumber(template: FileNameTemplate) throws -> CaptureNumber {
+    ///
+    /// - Parameter atLeast: the lowest number the caller may take (a journal's highest plus one).
+    public func nextCaptureNumber(template: FileNameTemplate, atLeast: Int = 1) throws -> CaptureNumber {
         let counter = path + "/" + Self.counterName
         // O_NOFOLLOW: a link here is refused (ELOOP), never followed to truncate its target;
         // O_NONBLOCK: a FIFO put here cannot hang the open.
@@ -104,7 +106,7 @@ public final class OutputDirectory: Sendable {
             let why = fd < 0 ? (errno == ELOOP ? "is a symbolic link" : errno == EISDIR ? "is a folder" : "cannot be opened for writing (\(String(cString: strerror(errno))))")
                 : "is not a plain file"
             if fd >= 0 { close(fd) }
-            return try numberFromDisk(template: template, notice: "the capture counter \(counter) \(why): left as it is; capture numbers continue from the files in \(path) (remove it to have the counter again)")
+            return try numberFromDisk(template: template, notice: "the capture counter \(counter) \(why): left as it is; capture numbers continue from the files in \(path) (remove it to have the counter again)", atLeast: atLeast)
         }
         defer { close(fd) }
         let locked = sbshim_lock(fd, 1)
@@ -124,25 +126,29 @@ public final class OutputDirectory: Sendable {
                 notice = "the capture counter \(counter) held '\(shown)', not a number in 0...\(Self.maxCaptureNumber - 1): numbering continues from the highest capture among the files here (\(last)) and the counter is written anew"
             }
         }
-        let next = max(last, issued.withLock { $0 }) + 1
+        let next = max(last, issued.withLock { $0 }, atLeast - 1) + 1
         issued.withLock { $0 = max($0, next) }
+        // Written over the old value, then cut to length: numbers only grow, so the new text is
+        // never shorter than the old and the file holds a whole number at every moment. (Cut
+        // first and a kill between the two left it empty; the next run then numbered from the
+        // files on disk, missing a slot journalled before its files, and took its number again.)
         let line = Array("\(next)\n".utf8)
-        guard ftruncate(fd, 0) == 0, pwrite(fd, line, line.count, 0) == line.count, fsync(fd) == 0 else {
-            return try numberFromDisk(template: template, notice: "cannot write the capture counter \(counter) (\(String(cString: strerror(errno)))): capture numbers continue from the files in \(path)")
+        guard pwrite(fd, line, line.count, 0) == line.count, ftruncate(fd, off_t(line.count)) == 0, fsync(fd) == 0 else {
+            return try numberFromDisk(template: template, notice: "cannot write the capture counter \(counter) (\(String(cString: strerror(errno)))): capture numbers continue from the files in \(path)", atLeast: atLeast)
         }
         return CaptureNumber(number: next, notice: warnOnce(notice))
     }
 
     /// The number after the highest on disk and any this process gave out, under a lock on the
     /// directory itself (so runs that both fall back here still take turns).
-    private func numberFromDisk(template: FileNameTemplate, notice: String) throws -> CaptureNumber {
+    private func numberFromDisk(template: FileNameTemplate, notice: String, atLeast: Int) throws -> CaptureNumber {
         let dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dirfd >= 0 else { throw Self.error(errno, "cannot open \(path)") }
         defer { close(dirfd) }
         let locked = sbshim_lock(dirfd, 1)
         guard locked == 0 else { throw Self.error(-locked, "cannot lock \(path)") }
         defer { _ = sbshim_lock(dirfd, 0) }
-        let next = min(max(highestCaptureNumber(template: template), issued.withLock { $0 }), Self.maxCaptureNumber - 1) + 1
+        let next = min(max(highestCaptureNumber(template: template), issued.withLock { $0 }, atLeast - 1), Self.maxCaptureNumber - 1) + 1
         issued.withLock { $0 = max($0, next) }
         return CaptureNumber(number: next, notice: warnOnce(notice))
     }

@@ -172,6 +172,14 @@ public final class TimelapseJournal: @unchecked Sendable {
         }
     }
 
+    /// The highest capture number this job has journalled, in a slot or an intent: the next
+    /// slot's must be above it, whatever the folder's counter says.
+    public func highestNumber() throws -> Int? {
+        let row = try database.query("SELECT max(n) FROM (SELECT max(number) AS n FROM slots WHERE job = ? UNION ALL SELECT max(number) FROM intents WHERE job = ?)",
+                                     [.int(jobID), .int(jobID)])
+        return row.first?[0].int.map(Int.init)
+    }
+
     public func intend(_ intent: Intent) throws {
         try database.query("INSERT OR REPLACE INTO intents VALUES (?,?,?,?,?)", [.int(jobID), .int(Int64(intent.index)), .int(intent.wall.nanoseconds),
                                                                                  intent.number.map { .int(Int64($0)) } ?? .null, .int(Self.wallNow())])
