@@ -80,7 +80,8 @@ let package = Package(
         .target(name: "Systemd", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Sources/Service/Systemd"),
         // Job files and the service's configuration: YAML (Yams), every key with its line.
         .target(name: "ConfigFile", dependencies: [.product(name: "Yams", package: "Yams")], path: "Sources/Service/ConfigFile"),
-        .target(name: "Jobs", dependencies: ["CSystemShims", "Capture", "ImageOutput", "Journal", "ShutterbugCore", "Timelapse"], path: "Sources/Service/Jobs"),
+        .target(name: "Jobs", dependencies: ["CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "Journal", "ShutterbugCore", "Timelapse",
+                                             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")], path: "Sources/Service/Jobs"),
         .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Jobs", "Journal", "Timelapse", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird"),
                                                .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
                                                .product(name: "Logging", package: "swift-log")],
@@ -131,7 +132,7 @@ let package = Package(
                                                         .product(name: "Hummingbird", package: "hummingbird"),
                                                         .product(name: "HummingbirdTesting", package: "hummingbird")]),
         .testTarget(name: "DoctorTests", dependencies: ["Doctor"]),
-        .testTarget(name: "JobsTests", dependencies: ["Jobs", "Journal", "ImageOutput", "Timelapse", "ShutterbugCore"]),
+        .testTarget(name: "JobsTests", dependencies: ["Jobs", "Journal", "ImageOutput", "Timelapse", "ShutterbugCore", "Capture", "SimulatedCamera"]),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "ProcessTriggers"]),
         .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),
         .testTarget(name: "BoardTests", dependencies: ["TestSupport", "LinuxGPIO", "KMS", "ShutterbugCore", "SimulatedCamera", "Capture", "CaptureScheduler"]),

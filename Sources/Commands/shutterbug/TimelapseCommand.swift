@@ -312,297 +312,64 @@ struct TimelapseCommand: AsyncParsableCommand {
 
     func run() async throws {
         let spec = try jobSpec()
-        let biases = spec.biases
-        let manual = spec.manual
-        let formats = spec.formats
-        var stream = StreamRequest(role: .still)
-        if let size { (stream.width, stream.height) = try Self.parseSize(size) }
+        var processed = StreamRequest(role: .still)
+        if let size { (processed.width, processed.height) = try Self.parseSize(size) }
+        let stream = processed
         let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
-        /// The camera, its session and the writer for its streams: opened at the start, and
-        /// again when the camera fails or goes away.
         // The job's clock, which outlives each camera it opens: CLOCK_MONOTONIC, or in virtual
         // time a clock that moves with the frames and jumps over the job's idle waits.
         let virtualClock = camera.virtualTime ? VirtualCameraClock() : nil
         let jobClock: any CameraClock = virtualClock ?? MonotonicCameraClock.shared
-        @Sendable func clockNow() -> SensorTime { jobClock.now }
-        var startup = Duration.zero
-        func openCamera() async throws -> (any CameraBackend, CaptureSession, PhotoFileWriter) {
-            let began = clockNow()
+        let (camera, formats, rawSize, biasCount) = (self.camera, spec.formats, self.rawSize, spec.biases.count)
+        // The camera, its streams (the raw stream's mode chosen by the rule every command
+        // shares) and what its files say of it: opened at the start, and again after a
+        // failure or an idle stop.
+        let open: @Sendable () async throws -> TimelapseJob.CameraLease = {
             let cam = try camera.open(virtualClock: virtualClock)
             do {
                 let session = CaptureSession(backend: cam)
                 let (streams, rawRule) = try RawStreamRule.streams(for: cam, processed: stream, raw: formats.contains(.dng), rawSize: rawSize)
-                let config = try await session.start(streams: streams, preparedBracketCount: biases.count)
+                let config = try await session.start(streams: streams, preparedBracketCount: biasCount)
                 for a in config.adjustments { notice("adjusted: \(a)") }
                 if let line = rawRule?.line(cam.sensorModeReport) { notice(line) }
-                let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config),
-                                                 template: try FileNameTemplate(validating: name), metersLuma: true)
-                try writer.check(formats)
-                if let lens {
-                    // Focus locked before any slot: the first frame carrying it is reported.
-                    let r = try await session.configure { $0.lockedFocus = Dioptres(lens) }
-                    for a in r.adjustments { notice("adjusted: \(a)") }
-                    if let f = r.focus { notice("focus locked at \(String(format2: lens)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
-                }
-                // From open to streaming settled frames (start() returns after the warm-up).
-                startup = cam.now - began
-                return (cam, session, writer)
+                return .init(camera: cam, session: session, streams: config.streams, description: Bracket.cameraDescription(cam, config))
             } catch {
                 cam.release()
                 throw error
             }
         }
-        // The journal first: it says whether this job is already running elsewhere, and its
-        // disk and journal are made to agree before the camera opens.
-        let journal: TimelapseJournal
-        do {
-            journal = try TimelapseRun.openJournal(in: directory, spec: spec, log: { notice($0) })
-        } catch let e as ShutterbugError where e.code == .busy || e.code == .invalidArgument {
-            throw ValidationError(e.message)
-        }
-        var (cam, session, writer) = try await openCamera()
-        defer { cam.release() }
-        do {
-            try await TimelapseRun.check(spec, on: session)
-        } catch let e as ShutterbugError where e.code == .invalidArgument {
-            // Every slot would fail the same way: said before the first (exit 64), and a job
-            // this run created is not left behind in the journal.
-            try? journal.discardNewJob()
-            throw ValidationError(e.message)
-        }
-        var reopened = 0
-        var starts: [Duration] = [startup]
-        var stoppedFor = 0
-        let idleStop = try self.idleStop()
+        let job = TimelapseJob(spec: spec, output: output, reserve: Int64(reserve) << 20, source: .owned(open: open, stopWhenIdle: try idleStop()),
+                               clock: jobClock, lens: lens)
+        let printer = TimelapsePrinter(json: json, spec: spec, directory: directory)
 
-        let resume = try journal.resume()
-
-        // The first settled frame: where the ramp starts (unless the journal has one), and the
-        // camera's clock.
-        let first = try await session.captureFrame(exposedAfter: cam.now)
-        let firstMetadata = first.metadata
-        first.release()
-        // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
-        // slot so a wall-clock step reaches the schedule.
-        var offset = TimelapseRun.wallOffset(firstMetadata)
-        let startWall = max(cam.now + offset, spec.start ?? .init(nanoseconds: 0))
-        let plan = try spec.plan(startWall, try journal.anchor())
-        let every = plan.interval
-        let run: TimelapseRun
-        do {
-            run = try TimelapseRun(spec: spec, journal: journal, directory: directory, camera: cam.info.id, limits: cam.controlLimits, first: firstMetadata,
-                                   resume: resume, every: every, log: { notice($0) })
-        } catch let e as ShutterbugError where e.code == .invalidArgument {
-            throw ValidationError(e.message)
-        }
-        if run.plain {
-            notice("\(cam.info.id) has no exposure control: each slot is a photo at the camera's own exposure (no ramp)\(run.lockable ? "" : ", not phase-locked")")
-        }
-        await run.prepareWhiteBalance(session)
-
-        var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
-        try journal.setAnchor(schedule.anchor)
-        try journal.recordCameraStart(wall: cam.now + offset, startup: startup, beforeSlot: schedule.next, reason: "the job started")
-        // Under systemd (Type=notify): ready once the camera streams; a status line per slot;
-        // the watchdog pinged only while frames keep coming (or the camera is stopped on
-        // purpose between slots), so a hung camera gets the service restarted.
-        let notifier = SystemdNotifier.fromProcessEnvironment()
-        let feed = WatchdogFeed(session)
-        notifier?.ready(status: "timelapse '\(job)' streaming on \(cam.info.id); first slot \(schedule.wall(of: schedule.next))")
-        let watchdog = notifier?.watchdogInterval.map { interval in
-            Task {
-                var last: UInt32?
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval / 2)
-                    let (current, idle) = feed.state
-                    let newest = await current.latestFrame?.sequence
-                    if idle || (newest != nil && newest != last) { notifier?.watchdog() }
-                    last = newest
-                }
-            }
-        }
-        defer { watchdog?.cancel() }
-        if !json {
-            let resumed = resume.lastSlot.map { " (resuming after slot \($0): \(resume.taken) taken, \(resume.skipped) not)" } ?? ""
-            let slots = plan.times == nil ? "every \(every.millisecondsDescription)" : "at \(plan.times!.count) listed times"
-            let steps = manual.map { "exposures \($0.map { $0.exposure.exposureDescription }.joined(separator: ",")) gain \(String(format2: gain ?? 1))" } ?? "EV \(biases.map { String(format2: $0) }.joined(separator: ","))"
-            print("timelapse '\(job)' on \(cam.info.id): \(slots), \(schedule.total.map { "\($0) slots" } ?? "until stopped"), \(steps), first slot \(schedule.wall(of: schedule.next))\(resumed)")
-        }
-
-        let stop = StopReason()
-        // SIGUSR1: the keogram and contact sheet so far, now (between slots).
+        // SIGINT and SIGTERM stop the job after the slot in progress; SIGUSR1 asks for the
+        // keogram and contact sheet so far.
         let refresh = try SignalTriggerSource(signal: SIGUSR1, name: "SIGUSR1")
-        let wanted = FlagRequest()
-        let refreshWatcher = Task { for await _ in refresh.triggers() { wanted.set() } }
-        defer {
-            refreshWatcher.cancel()
-            refresh.stop()
-        }
         let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
-        let watchers = stops.map { s in Task { for await _ in s.triggers() { stop.set(s.name); return } } }
+        let watchers = stops.map { s in Task { for await _ in s.triggers() { job.stop(s.name); return } } }
+            + [Task { for await _ in refresh.triggers() { job.requestPictures() } }]
         defer {
             watchers.forEach { $0.cancel() }
-            stops.forEach { $0.stop() }
+            (stops + [refresh]).forEach { $0.stop() }
         }
-
-        // On a terminal, a status line under the slot lines, rewritten after each slot.
-        let live = !json && isatty(1) != 0 && isatty(2) != 0
-        func status() {
-            let next = schedule.next
-            let total = schedule.total
-            guard live, total.map({ next < $0 }) ?? true else { return }
-            let wait = schedule.wall(of: next) - offset - cam.now
-            let free = (try? directory.freeBytes()).map { Self.bytes($0) + " free" } ?? "free space unknown"
-            let left = total.map { t in "\(Self.span(Duration.nanoseconds(max(0, schedule.wall(of: t - 1).nanoseconds - schedule.wall(of: next).nanoseconds)) + (plan.times == nil ? every : .zero))) to go" } ?? "until stopped"
-            var line = "slot \(next)\(total.map { "/\($0)" } ?? "") · next in \(Self.span(max(.zero, wait))) · \(run.lastSettings.exposure.exposureDescription) gain \(String(format2: run.lastSettings.gain)) · \(run.lastPhase) · \(free) · \(left)"
-            line = "\r\u{1B}[K" + line
-            line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
-        }
-        func clearStatus() {
-            guard live else { return }
-            var clear = "\r\u{1B}[K"
-            clear.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
-        }
-        defer { clearStatus() }
-        loop: while stop.reason == nil {
-            // Long until the next slot (the first one too, with a --start to come): stop the
-            // camera, and start it again before the slot by twice its slowest start-up so far,
-            // the lock's lead (some 30 frames of the first step) and a second.
-            if let idleStop, stop.reason == nil, schedule.total.map({ schedule.next < $0 }) ?? true {
-                let nextInstant = schedule.wall(of: schedule.next) - offset
-                let firstStep = run.firstStepExposure + .milliseconds(40)
-                let wake = nextInstant - ((starts.max() ?? .seconds(1)) * 2 + firstStep * 30 + .seconds(1))
-                if plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true, wake - cam.now > idleStop {
-                    feed.idle(true)
-                    await session.stop()
-                    cam.release()
-                    stoppedFor += 1
-                    // Until the wake-up: at once in virtual time, else in steps of at
-                    // most a second so a signal still stops the job promptly.
-                    await jobClock.sleep(until: wake) { stop.reason != nil }
-                    if stop.reason != nil { break loop }
-                    // Awake: from here no frame is a sign of trouble again, so a camera
-                    // that cannot be started lets the watchdog lapse.
-                    feed.idle(false)
-                    while true {
-                        do {
-                            (cam, session, writer) = try await openCamera()
-                            feed.update(session)
-                            starts.append(startup)
-                            try journal.recordCameraStart(wall: cam.now + offset, startup: startup, beforeSlot: schedule.next, reason: "stopped while idle")
-                            break
-                        } catch {
-                            if stop.reason != nil { break loop }
-                            notice("the camera cannot be started again (\(error)); trying again in 5 s")
-                            try? await Task.sleep(for: .seconds(5))
-                        }
-                    }
-                }
+        let printing = Task { await printer.run(job.events) }
+        do {
+            try await job.run()
+            await printing.value
+        } catch {
+            await printing.value
+            switch error {
+            case let e as ShutterbugError where e.code == .busy || e.code == .invalidArgument:
+                // Said before the first slot (exit 64): another process runs the job, photos
+                // no journal knows, a bracket the camera cannot take.
+                throw ValidationError(e.message)
+            case let gone as TimelapseJob.CameraGone:
+                printer.notifier?.stopping(status: "timelapse '\(job.spec.name)': the camera failed; exiting so a new process can open it")
+                notice("\(gone.message); exiting (status 75) so the service manager starts a new one, which resumes the job")
+                throw ExitCode(75)
+            default:
+                throw error
             }
-            if wanted.take() {
-                let (k, c) = run.pictures()
-                clearStatus()
-                notice("SIGUSR1: \([k, c].compactMap { $0 }.joined(separator: " and ")) written")
-            }
-            status()
-            offset = TimelapseRun.wallOffset(await session.latestFrame)
-            let step = schedule.step(now: cam.now, offset: offset)
-            switch step {
-            case .finished:
-                break loop
-            case .skip(let k, let wall, let reason):
-                // Slots passed before this run's first are missed (the job was not running).
-                let state: TimelapseJournal.SlotState = run.tookOne || resume.lastSlot == nil ? .skipped : .missed
-                _ = try run.notTaken(k, wall: wall, state: state, reason: state == .missed ? "the job was not running" : reason)
-                clearStatus()
-                report(slot: k, wall: wall, state: state, reason: reason)
-            case .take(let k, let wall, let instant):
-                let nextInstant = schedule.wall(of: k + 1) - offset
-                let r = try await run.take(k, wall: wall, instant: instant, nextInstant: nextInstant, session: session, writer: writer, now: { clockNow() })
-                schedule.taken(k)
-                clearStatus()
-                report(r)
-                if let steps = r.settings {
-                    notifier?.status("slot \(k)\(schedule.total.map { "/\($0)" } ?? "") \(r.state.rawValue) at \(wall); \(steps.exposure.exposureDescription) gain \(String(format2: steps.gain)); \(run.counts[.taken] ?? 0) taken this run")
-                }
-                if r.cameraTrouble {
-                    // The camera failed or went away: open it again; the slots that pass
-                    // meanwhile are recorded as skipped (late) by the schedule.
-                    notice("slot \(k): the camera failed (\(r.reason ?? "the session failed")); opening it again")
-                    await session.stop()
-                    cam.release()
-                    if !cam.capabilities.reopensInProcess {
-                        // libcamera cannot give this process the camera back: a camera whose
-                        // pipeline does not hotplug stays registered after its device went,
-                        // and registering it again when the device returns is fatal in the
-                        // camera manager. A new process can: under systemd (Restart=) the
-                        // job resumes from the journal, the slots missed meanwhile recorded.
-                        try run.flushJournal()
-                        notifier?.stopping(status: "timelapse '\(job)': the camera failed; exiting so a new process can open it")
-                        notice("libcamera cannot open \(cam.info.id) again in this process; exiting (status 75) so the service manager starts a new one, which resumes the job")
-                        throw ExitCode(75)
-                    }
-                    while true {
-                        do {
-                            (cam, session, writer) = try await openCamera()
-                            feed.update(session)
-                            reopened += 1
-                            starts.append(startup)
-                            try journal.recordCameraStart(wall: cam.now + offset, startup: startup, beforeSlot: schedule.next, reason: "after a failure")
-                            notice("the camera is back (\(cam.info.id)); the job goes on")
-                            break
-                        } catch {
-                            if stop.reason != nil { throw error }
-                            notice("the camera cannot be opened yet (\(error)); trying again in 5 s")
-                            try? await Task.sleep(for: .seconds(5))
-                        }
-                    }
-                }
-            }
-        }
-        clearStatus()
-        notifier?.stopping(status: "timelapse '\(job)' stopping: \(stop.reason ?? "the schedule ended")")
-        await session.stop()
-        try run.flushJournal()
-        try run.retain(before: schedule.next, now: cam.now + offset)
-        if run.unjournalledCount > 0 { notice("\(run.unjournalledCount) slots could not be journalled (the disk is full); their files are on disk") }
-        let (keogramPath, sheetPath) = run.pictures()
-        let why = stop.reason ?? "the schedule ended"
-        let counts = run.counts
-        let deletedSlots = run.deletedSlots
-        let all = try journal.counts()
-        let integrity = try journal.database.integrityCheck()
-        let dist = LagDistribution(run.errors.map { $0 < .zero ? .zero - $0 : $0 })
-        if json {
-            var o = JSONObject()
-            o.add("summary", true)
-            o.add("job", job)
-            o.add("stoppedBy", why)
-            for s in TimelapseJournal.SlotState.allCases { o.add("this" + s.rawValue.prefix(1).uppercased() + s.rawValue.dropFirst(), counts[s] ?? 0) }
-            for s in TimelapseJournal.SlotState.allCases { o.add("journal" + s.rawValue.prefix(1).uppercased() + s.rawValue.dropFirst(), all[s] ?? 0) }
-            o.add("scheduleErrorP50Us", dist?.p50.microsecondsValue)
-            o.add("scheduleErrorP99Us", dist?.p99.microsecondsValue)
-            o.add("scheduleErrorMaxUs", dist?.max.microsecondsValue)
-            o.add("journalIntegrity", integrity)
-            o.add("cameraReopened", reopened)
-            o.add("cameraStoppedWhileIdle", stoppedFor)
-            o.add("cameraStartupMsMax", (starts.max() ?? .zero).microsecondsValue / 1000)
-            o.add("slotsDeletedByRetention", deletedSlots)
-            o.add("bytesKept", try journal.bytesKept())
-            o.add("keogram", keogramPath)
-            o.add("contactSheet", sheetPath)
-            print(o.text)
-        } else {
-            print("stopped by \(why): this run \(counts[.taken] ?? 0) taken, \(counts[.skipped] ?? 0) skipped, \(counts[.missed] ?? 0) missed, \(counts[.failed] ?? 0) failed; the job in all \(all[.taken] ?? 0) taken, \(all[.skipped] ?? 0) skipped, \(all[.missed] ?? 0) missed, \(all[.failed] ?? 0) failed")
-            if let dist {
-                print("  slot to exposure start: p50 \(dist.p50.preciseDescription), p99 \(dist.p99.preciseDescription), max \(dist.max.preciseDescription) over \(dist.count) \(noPhaseLock ? "(not phase-locked: up to a frame period)" : "(phase-locked)")")
-            }
-            print("  journal \(journal.database.path): integrity \(integrity)")
-            if deletedSlots > 0 { print("  retention deleted the files of \(deletedSlots) slot\(deletedSlots == 1 ? "" : "s"); the job keeps \(Self.bytes(try journal.bytesKept()))") }
-            if reopened > 0 { print("  the camera was opened again \(reopened) time\(reopened == 1 ? "" : "s") after failing") }
-            if stoppedFor > 0 { print("  the camera was stopped between slots \(stoppedFor) time\(stoppedFor == 1 ? "" : "s"); its start-up took at most \((starts.max() ?? .zero).millisecondsDescription)") }
-            if let keogramPath { print("  keogram: \(keogramPath)") }
-            if let sheetPath { print("  contact sheet: \(sheetPath)") }
         }
     }
 
@@ -620,92 +387,4 @@ struct TimelapseCommand: AsyncParsableCommand {
         let g = Double(n) / Double(1 << 30)
         return g >= 1 ? String(format2: g) + " GiB" : String(format2: Double(n) / Double(1 << 20)) + " MiB"
     }
-
-    private func report(_ r: TimelapseRun.SlotResult) {
-        report(slot: r.index, wall: r.wall, state: r.state, reason: r.reason, instant: r.instant, start: r.start, frames: r.frames, decision: r.decision,
-               files: r.files.count, lock: r.lock, luma: r.luma, whiteBalance: r.whiteBalance)
-    }
-
-    private func report(slot k: Int, wall: WallClockTime, state: TimelapseJournal.SlotState, reason: String?, instant: SensorTime? = nil, start: SensorTime? = nil,
-                        frames: [TimelapseJournal.FrameRecord] = [], decision: ExposureRamp.Decision? = nil, files: Int = 0, lock: String? = nil, luma: Double? = nil,
-                        whiteBalance wb: (measured: ColourGains, applied: ColourGains)? = nil) {
-        if json {
-            var o = JSONObject()
-            o.add("slot", k)
-            o.add("wall", wall.description)
-            o.add("state", state.rawValue)
-            o.add("reason", reason)
-            o.add("instantNs", instant?.nanoseconds)
-            o.add("exposureStartNs", start?.nanoseconds)
-            if let instant, let start { o.add("errorUs", (start - instant).microsecondsValue) }
-            o.add("phaseLock", lock)
-            // The 0 EV photo's mean luma (0...255): how bright the picture came out.
-            o.add("meanLuma", luma)
-            o.add("frames", numbers: frames.map { Double($0.metadata.sequence) })
-            o.add("exposuresUs", numbers: frames.compactMap { $0.metadata.exposureTime?.microsecondsValue })
-            o.add("gains", numbers: frames.compactMap { $0.metadata.analogueGain?.value })
-            o.add("lux", frames.first?.metadata.lux)
-            if let d = decision {
-                var r = JSONObject()
-                r.add("metered", d.metered)
-                r.add("errorEV", d.errorEV)
-                r.add("stepEV", d.stepEV)
-                r.add("nightOffsetEV", d.nightOffsetEV)
-                r.add("phase", d.phase)
-                r.add("note", d.note)
-                r.add("nextExposureUs", d.to.exposure.microsecondsValue)
-                r.add("nextGain", d.to.gain)
-                o.add("ramp", object: r)
-            }
-            if let wb {
-                var w = JSONObject()
-                w.add("measuredRed", wb.measured.red)
-                w.add("measuredBlue", wb.measured.blue)
-                w.add("appliedRed", wb.applied.red)
-                w.add("appliedBlue", wb.applied.blue)
-                o.add("whiteBalance", object: w)
-            }
-            o.add("colourGains", numbers: frames.compactMap { $0.metadata.colourGains.map { [$0.red, $0.blue] } }.first ?? [])
-            o.add("files", files)
-            print(o.text)
-            // One line per slot as it happens, also into a pipe (a service, a log).
-            fflush(nil)
-            return
-        }
-        guard state == .taken || state == .failed else {
-            print("slot \(k) (\(wall)): \(state.rawValue), \(reason ?? "")")
-            return
-        }
-        let err = zip([instant], [start]).compactMap { i, s in i.flatMap { i in s.map { ($0 - i).preciseDescription } } }.first ?? "-"
-        let exp = frames.compactMap { $0.metadata.exposureTime?.exposureDescription }.joined(separator: ",")
-        let ramp = decision.map { " | \($0.phase), metered \(String(format2: $0.metered * 100))%, step \(String(format2: $0.stepEV)) EV (\($0.note)) → next \($0.to.exposure.exposureDescription) gain \(String(format2: $0.to.gain))" } ?? ""
-        defer { fflush(nil) }
-        print("slot \(k) (\(wall)): \(state.rawValue)\(reason.map { " (\($0))" } ?? ""), frames \(frames.map { String($0.metadata.sequence) }.joined(separator: ",")), \(exp), error \(err)\(ramp)")
-    }
-}
-
-/// What the watchdog looks at: the session running now, and whether the camera is stopped on
-/// purpose (between slots), when no frame is no sign of a hang.
-final class WatchdogFeed: Sendable {
-    private let value: Mutex<(CaptureSession, Bool)>
-    init(_ session: CaptureSession) { value = Mutex((session, false)) }
-    var state: (session: CaptureSession, idle: Bool) { value.withLock { ($0.0, $0.1) } }
-    /// A new session (the camera opened again): no longer idle.
-    func update(_ session: CaptureSession) { value.withLock { $0 = (session, false) } }
-    func idle(_ on: Bool) { value.withLock { $0.1 = on } }
-}
-
-/// A request made from a signal watcher and taken once by the loop that serves it.
-final class FlagRequest: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    /// Whether it was requested since the last take.
-    func take() -> Bool { value.withLock { v in defer { v = false }; return v } }
-}
-
-/// Why a long-running command is stopping (the first signal), shared with signal watchers.
-final class StopReason: Sendable {
-    private let value = Mutex<String?>(nil)
-    func set(_ why: String) { value.withLock { $0 = $0 ?? why } }
-    var reason: String? { value.withLock { $0 } }
 }

@@ -87,11 +87,11 @@ extension CameraService {
 
     private func startJob(_ def: JobDefinition) {
         jobs.removeAll { $0.definition.name == def.name }
-        let job = ServiceJob(def)
-        jobs.append(job)
         let context = JobContext(session: session, camera: camera, streams: writer.streams, cameraDescription: writer.camera, output: directory,
                                  metrics: metrics, logger: logger, observe: { [weak self] e in self?.observeJob(e) })
-        job.task.withLock { $0 = Task { await job.run(context) } }
+        let job = ServiceJob(def, context: context)
+        jobs.append(job)
+        job.task.withLock { $0 = Task { await job.run() } }
     }
 
     /// Starts a job asked for over the API.

@@ -90,41 +90,39 @@ public struct JobStatus: Sendable, Codable {
     public var scheduleErrorP99Us: Double?
 }
 
-/// One running job: its definition, its progress and its controls, shared between the task that
-/// runs it and the API.
+/// One job of the service: its definition, its progress and its controls, shared between the
+/// task that runs it and the API. The slots are the library's `TimelapseJob` on the service's
+/// session; this turns its events into status, metrics and log lines.
 public final class ServiceJob: Sendable {
     public let definition: JobDefinition
-    struct Control {
-        var paused = false
-        var stop: String?
-        /// Slots due before this wall time were passed while paused.
-        var resumedAt: WallClockTime?
-    }
-    let control = Mutex(Control())
+    let job: TimelapseJob
+    let context: JobContext
     let progress: Mutex<JobStatus>
     let task = Mutex<Task<Void, Never>?>(nil)
 
-    init(_ definition: JobDefinition) {
+    init(_ definition: JobDefinition, context c: JobContext) {
         self.definition = definition
+        context = c
+        var spec = definition.spec
+        // The job has its folder to itself: its keogram and sheet keep the plain names.
+        spec.pictureSuffix = ""
+        job = TimelapseJob(spec: spec, output: c.output.path + "/" + definition.folder, reserve: c.output.reserve,
+                           source: .shared(.init(camera: c.camera, session: c.session, streams: c.streams, description: c.cameraDescription)),
+                           clock: c.camera.clock, lens: definition.lens, observe: c.observe)
         progress = Mutex(JobStatus(name: definition.name, state: .starting, options: definition.arguments, folder: definition.folder))
     }
 
     public var status: JobStatus { progress.withLock { $0 } }
-    var stopReason: String? { control.withLock { $0.stop } }
-    var isPaused: Bool { control.withLock { $0.paused } }
 
     /// Pauses or resumes (the caller has checked that the job is not over).
     func setPaused(_ on: Bool, now: WallClockTime) {
-        control.withLock {
-            if $0.paused && !on { $0.resumedAt = now }
-            $0.paused = on
-        }
+        job.setPaused(on, now: now)
         progress.withLock { p in if p.state == .running || p.state == .paused { p.state = on ? .paused : .running } }
     }
 
     /// Asks the job to stop after the slot in progress.
     func stop(_ why: String) {
-        control.withLock { $0.stop = $0.stop ?? why }
+        job.stop(why)
         progress.withLock { if !$0.isOver { $0.state = .stopping } }
     }
 
@@ -155,131 +153,78 @@ extension ServiceJob {
     /// camera keeps streaming between slots (the API and the preview use it); a slot's capture is
     /// queued on the session only its lock's lead before the slot's instant, so a capture asked
     /// for over the API meanwhile is not held behind a slot to come.
-    func run(_ c: JobContext) async {
-        let d = definition
-        var spec = d.spec
-        // The job has its folder to itself: its keogram and sheet keep the plain names.
-        spec.pictureSuffix = ""
-        do {
-            let dir = c.output.path + "/" + d.folder
-            if mkdir(dir, 0o755) != 0 && errno != EEXIST {
-                throw ShutterbugError.fromErrno(-errno, while: "creating the job's folder \(dir)")
-            }
-            let directory = try OutputDirectory(path: dir, reserve: c.output.reserve)
-            try await CameraService.checkSteps(spec.biases.count, session: c.session, what: "the job's bracket")
-            try await TimelapseRun.check(spec, on: c.session)
-            let journal = try TimelapseRun.openJournal(in: directory, spec: spec, log: { [logger = c.logger] in logger.notice("job '\(d.name)': \($0)") })
-            let resume = try journal.resume()
-            let writer = try PhotoFileWriter(directory: directory, streams: c.streams, camera: c.cameraDescription,
-                                             template: try FileNameTemplate(validating: spec.template), metersLuma: true)
-            try writer.check(spec.formats)
-            if let lens = d.lens {
-                let r = try await c.session.configure { $0.lockedFocus = Dioptres(lens) }
-                if let f = r.focus { c.logger.notice("job '\(d.name)': focus locked at \(String(format2: lens)) dpt from frame \(f.sequence)") }
-            }
-            let first = try await c.session.captureFrame(exposedAfter: c.camera.now, timeout: .seconds(5))
-            let firstMetadata = first.metadata
-            first.release()
-            var offset = TimelapseRun.wallOffset(firstMetadata)
-            let startWall = max(c.camera.now + offset, spec.start ?? .init(nanoseconds: 0))
-            let plan = try spec.plan(startWall, try journal.anchor())
-            let run = try TimelapseRun(spec: spec, journal: journal, directory: directory, camera: c.camera.info.id, limits: c.camera.controlLimits,
-                                       first: firstMetadata, resume: resume, every: plan.interval, log: { [logger = c.logger] in logger.notice("job '\(d.name)': \($0)") })
-            run.observe = c.observe
-            await run.prepareWhiteBalance(c.session)
-            var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
-            try journal.setAnchor(schedule.anchor)
-            try journal.recordCameraStart(wall: c.camera.now + offset, startup: .zero, beforeSlot: schedule.next,
-                                          reason: "the service started the job")
-            let relative = { (path: String) -> String in path.hasPrefix(c.output.path + "/") ? String(path.dropFirst(c.output.path.count + 1)) : path }
-            update { p in
-                p.state = self.isPaused ? .paused : .running
-                p.total = schedule.total
-            }
-            c.logger.notice("job '\(d.name)': \(plan.times == nil ? "every \(plan.interval.millisecondsDescription)" : "at \(plan.times!.count) listed times"), first slot \(schedule.wall(of: schedule.next))\(resume.lastSlot.map { " (resuming after slot \($0))" } ?? "")")
-            var pictured = ContinuousClock.now - .seconds(3600)
-            func refreshPictures(force: Bool) {
-                guard force || ContinuousClock.now - pictured >= .seconds(60) else { return }
-                pictured = ContinuousClock.now
-                let (k, s) = run.pictures()
-                update { p in
-                    p.keogram = k.map(relative) ?? p.keogram
-                    p.contactSheet = s.map(relative) ?? p.contactSheet
-                }
-            }
-            loop: while stopReason == nil {
-                offset = TimelapseRun.wallOffset(await c.session.latestFrame)
-                guard schedule.total.map({ schedule.next < $0 }) ?? true, plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true else { break }
-                let next = schedule.next
-                update { p in
-                    p.nextSlot = next
-                    p.nextSlotAt = schedule.wall(of: next).description
-                }
-                // Until the lock's lead before the next slot (until the slot itself while
-                // paused), in steps of at most half a second so a stop is taken promptly.
-                let instant = schedule.wall(of: next) - offset
-                while stopReason == nil {
-                    let lead = isPaused ? Duration.zero : (run.firstStepExposure + .milliseconds(40)) * 30 + .milliseconds(500)
-                    let wait = (instant - lead) - c.camera.now
-                    if wait <= .zero { break }
-                    try? await Task.sleep(for: min(wait, .milliseconds(500)))
-                }
-                if stopReason != nil { break }
-                var result: TimelapseRun.SlotResult
-                switch schedule.step(now: c.camera.now, offset: offset) {
-                case .finished:
-                    break loop
-                case .skip(let k, let wall, let reason):
-                    let passedPaused = isPaused || control.withLock { $0.resumedAt.map { wall < $0 } ?? false }
-                    let state: TimelapseJournal.SlotState = run.tookOne || resume.lastSlot == nil || passedPaused ? .skipped : .missed
-                    result = try run.notTaken(k, wall: wall, state: state, reason: passedPaused ? "the job was paused" : state == .missed ? "the service was not running" : reason)
-                case .take(let k, let wall, let instant):
-                    if isPaused {
-                        result = try run.notTaken(k, wall: wall, state: .skipped, reason: "the job was paused")
-                    } else {
-                        let nextInstant = schedule.wall(of: k + 1) - offset
-                        let camera = c.camera
-                        result = try await run.take(k, wall: wall, instant: instant, nextInstant: nextInstant, session: c.session, writer: writer, now: { camera.now })
-                        if let start = result.start { c.metrics.scheduleError.record((start - instant).secondsValue) }
-                    }
-                    schedule.taken(k)
-                }
-                c.metrics.slots(job: d.name, state: result.state.rawValue).increment()
-                let errors = LagDistribution(run.errors.map { $0 < .zero ? .zero - $0 : $0 })
-                update { p in
-                    p.taken = run.counts[.taken] ?? 0
-                    p.skipped = run.counts[.skipped] ?? 0
-                    p.missed = run.counts[.missed] ?? 0
-                    p.failed = run.counts[.failed] ?? 0
-                    p.lastSlot = .init(index: result.index, wall: result.wall.description, state: result.state.rawValue, reason: result.reason,
-                                       scheduleErrorUs: zip([result.start], [result.instant]).compactMap { s, i in s.flatMap { s in i.map { (s - $0).microsecondsValue } } }.first,
-                                       phaseLock: result.lock, frames: result.frames.map(\.metadata.sequence), files: result.files.map(relative))
-                    p.scheduleErrorP50Us = errors?.p50.microsecondsValue
-                    p.scheduleErrorP99Us = errors?.p99.microsecondsValue
-                }
-                if result.state == .taken { refreshPictures(force: run.counts[.taken] == 1) }
-                if result.cameraTrouble {
-                    throw ShutterbugError(.cameraLost, "slot \(result.index): the camera failed (\(result.reason ?? "the session failed")); the service must be restarted to open it again, and the job resumes then")
-                }
-            }
-            try run.flushJournal()
-            try run.retain(before: schedule.next, now: c.camera.now + offset)
-            refreshPictures(force: true)
-            let why = stopReason
-            update { p in
-                p.state = why == nil ? .finished : .stopped
-                p.message = why ?? "the schedule ended"
-                p.nextSlot = nil
-                p.nextSlotAt = nil
-            }
-            c.logger.notice("job '\(d.name)' \(why == nil ? "finished" : "stopped (\(why!))"): \(run.counts[.taken] ?? 0) slots taken this run")
-        } catch {
+    func run() async {
+        let (d, c) = (definition, context)
+        let relative = { (path: String) -> String in path.hasPrefix(c.output.path + "/") ? String(path.dropFirst(c.output.path.count + 1)) : path }
+        func failed(_ error: any Error) {
             let message = (error as? ShutterbugError)?.message ?? "\(error)"
             update { p in
                 p.state = .failed
                 p.message = message
             }
             c.logger.error("job '\(d.name)' failed: \(message)")
+        }
+        do {
+            try await CameraService.checkSteps(d.spec.biases.count, session: c.session, what: "the job's bracket")
+        } catch {
+            failed(error)
+            return
+        }
+        async let events: Void = {
+            for await event in job.events {
+                switch event {
+                case .notice(let line):
+                    c.logger.notice("job '\(d.name)': \(line)")
+                case .started(let s):
+                    update { p in
+                        p.state = self.job.isPaused ? .paused : .running
+                        p.total = s.total
+                    }
+                    c.logger.notice("job '\(d.name)': \(s.plan.times.map { "at \($0.count) listed times" } ?? "every \(s.plan.interval.millisecondsDescription)"), first slot \(s.firstSlotWall)\(s.resume.lastSlot.map { " (resuming after slot \($0))" } ?? "")")
+                case .waiting(let w):
+                    update { p in
+                        p.nextSlot = w.slot
+                        p.nextSlotAt = w.wall.description
+                    }
+                case .slot(let result, let progress):
+                    if let start = result.start, let instant = result.instant { c.metrics.scheduleError.record((start - instant).secondsValue) }
+                    c.metrics.slots(job: d.name, state: result.state.rawValue).increment()
+                    update { p in
+                        p.taken = progress.counts[.taken] ?? 0
+                        p.skipped = progress.counts[.skipped] ?? 0
+                        p.missed = progress.counts[.missed] ?? 0
+                        p.failed = progress.counts[.failed] ?? 0
+                        p.lastSlot = .init(index: result.index, wall: result.wall.description, state: result.state.rawValue, reason: result.reason,
+                                           scheduleErrorUs: zip([result.start], [result.instant]).compactMap { s, i in s.flatMap { s in i.map { (s - $0).microsecondsValue } } }.first,
+                                           phaseLock: result.lock, frames: result.frames.map(\.metadata.sequence), files: result.files.map(relative))
+                        p.scheduleErrorP50Us = progress.scheduleError?.p50.microsecondsValue
+                        p.scheduleErrorP99Us = progress.scheduleError?.p99.microsecondsValue
+                    }
+                case .pictures(let k, let s):
+                    update { p in
+                        p.keogram = k.map(relative) ?? p.keogram
+                        p.contactSheet = s.map(relative) ?? p.contactSheet
+                    }
+                case .camera:
+                    break
+                case .finished(let s):
+                    update { p in
+                        p.state = s.stopped ? .stopped : .finished
+                        p.message = s.stoppedBy
+                        p.nextSlot = nil
+                        p.nextSlotAt = nil
+                    }
+                    c.logger.notice("job '\(d.name)' \(s.stopped ? "stopped (\(s.stoppedBy))" : "finished"): \(s.counts[.taken] ?? 0) slots taken this run")
+                }
+            }
+        }()
+        do {
+            // The job's stream of events ends with its run, whatever it does.
+            try await job.run()
+            await events
+        } catch {
+            await events
+            failed(error)
         }
     }
 }

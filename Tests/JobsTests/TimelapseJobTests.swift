@@ -1,0 +1,215 @@
+import Capture
+import Foundation
+import ImageOutput
+import Jobs
+import Journal
+import ShutterbugCore
+import SimulatedCamera
+import Synchronization
+import Testing
+import Timelapse
+
+/// `TimelapseJob` in process, on the simulated camera in virtual time: the slot loop the
+/// command line and the service both run, with the camera it owns (stopped while idle,
+/// reopened after a failure) or one it shares (paused, failed when the camera goes).
+@Suite("A timelapse job as a library service, in virtual time", .timeLimit(.minutes(3)))
+struct TimelapseJobTests {
+    func spec(interval: Duration = .seconds(10), count: Int, biases: [Double] = [-1, 0, 1]) -> TimelapseJobSpec {
+        TimelapseJobSpec(name: "job", biases: biases, manual: nil, formats: [.jpeg], template: FileNameTemplate.default.pattern,
+                         journalSpec: "interval=\(interval) ev=\(biases)", start: nil) { start, _ in
+            TimelapseSchedule.Plan(interval: interval, start: start, end: nil, count: count)
+        }
+    }
+
+    func folder() -> String { NSTemporaryDirectory() + "sb-job-\(UUID().uuidString)" }
+
+    func options(_ body: (inout SimulationOptions) -> Void = { _ in }) -> SimulationOptions {
+        var o = SimulationOptions()
+        o.clock = .virtual
+        o.seed = 5
+        body(&o)
+        return o
+    }
+
+    /// Opens and starts a simulated camera for the job at 640x480, on `clock`.
+    static func opener(_ options: SimulationOptions, clock: VirtualCameraClock, opened: Count? = nil) -> @Sendable () async throws -> TimelapseJob.CameraLease {
+        { @Sendable in
+            opened?.add()
+            let cam = SimulatedCamera(profile: .imx477, options: options, virtualClock: clock)
+            let session = CaptureSession(backend: cam)
+            let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 3)
+            return .init(camera: cam, session: session, streams: config.streams, description: CameraDescription(profile: .imx477))
+        }
+    }
+
+    /// Every event of a run, in order, and what the run threw.
+    static func run(_ job: TimelapseJob, onEvent: @escaping @Sendable (TimelapseJob.Event) -> Void = { _ in }) async -> ([TimelapseJob.Event], (any Error)?) {
+        async let events: [TimelapseJob.Event] = {
+            var all: [TimelapseJob.Event] = []
+            for await e in job.events {
+                onEvent(e)
+                all.append(e)
+            }
+            return all
+        }()
+        var thrown: (any Error)?
+        do { try await job.run() } catch { thrown = error }
+        return (await events, thrown)
+    }
+
+    static func slots(_ events: [TimelapseJob.Event]) -> [TimelapseRun.SlotResult] {
+        events.compactMap { if case .slot(let r, _) = $0 { return r } else { return nil } }
+    }
+
+    static func summary(_ events: [TimelapseJob.Event]) -> TimelapseJob.Summary? {
+        events.lazy.compactMap { if case .finished(let s) = $0 { return s } else { return nil } }.first
+    }
+
+    @Test("a camera of its own: every slot taken on consecutive frames, phase-locked within a line, journalled; the events come in order and end with the summary")
+    func ownedCamera() async throws {
+        let dir = folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let clock = VirtualCameraClock()
+        let job = TimelapseJob(spec: spec(count: 4), output: dir, reserve: 0, source: .owned(open: Self.opener(options(), clock: clock), stopWhenIdle: nil), clock: clock)
+        let (events, thrown) = await Self.run(job)
+        #expect(thrown == nil, "\(String(describing: thrown))")
+        // started before any slot, a wait before each slot, the summary last.
+        let kinds = events.map { e -> String in
+            switch e {
+            case .started: "started"
+            case .waiting: "waiting"
+            case .slot: "slot"
+            case .finished: "finished"
+            default: ""
+            }
+        }.filter { !$0.isEmpty }
+        var expected = ["started"]
+        for _ in 0..<4 { expected += ["waiting", "slot"] }
+        expected.append("finished")
+        #expect(kinds == expected, "\(kinds)")
+        let slots = Self.slots(events)
+        #expect(slots.map(\.index) == [0, 1, 2, 3])
+        for s in slots {
+            #expect(s.state == .taken, "slot \(s.index): \(s.reason ?? "")")
+            let seq = s.frames.map(\.metadata.sequence)
+            #expect(seq.count == 3 && seq[2] == seq[0] + 2, "slot \(s.index) frames \(seq)")
+            let error = try #require(s.start.flatMap { st in s.instant.map { st - $0 } })
+            #expect(error >= .zero && error < .microseconds(20), "slot \(s.index): exposure began \(error) after its instant")
+            #expect(s.files.count >= 3, "\(s.files)")
+        }
+        let summary = try #require(Self.summary(events))
+        #expect(summary.stopped == false && summary.stoppedBy == "the schedule ended")
+        #expect(summary.counts[.taken] == 4 && summary.journalCounts[.taken] == 4)
+        #expect(summary.journalIntegrity == "ok")
+        #expect(summary.keogram.map { FileManager.default.fileExists(atPath: $0) } == true)
+    }
+
+    @Test("stop(): the slot in progress completes and is journalled, then the job ends, saying who stopped it; run again, it resumes after that slot")
+    func stopAndResume() async throws {
+        let dir = folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let clock = VirtualCameraClock()
+        let job = TimelapseJob(spec: spec(count: 10), output: dir, reserve: 0, source: .owned(open: Self.opener(options(), clock: clock), stopWhenIdle: nil), clock: clock)
+        let (events, thrown) = await Self.run(job) { e in
+            if case .slot(let r, _) = e, r.index == 1 { job.stop("the test") }
+        }
+        #expect(thrown == nil)
+        #expect(Self.slots(events).map(\.index) == [0, 1])
+        let summary = try #require(Self.summary(events))
+        #expect(summary.stopped && summary.stoppedBy == "the test")
+        #expect(summary.journalCounts[.taken] == 2)
+
+        let again = TimelapseJob(spec: spec(count: 10), output: dir, reserve: 0, source: .owned(open: Self.opener(options(), clock: clock), stopWhenIdle: nil), clock: clock)
+        let (more, _) = await Self.run(again) { e in
+            if case .slot(let r, _) = e, r.state == .taken { again.stop("enough") }
+        }
+        let started = try #require(more.lazy.compactMap { if case .started(let s) = $0 { return s } else { return nil } }.first)
+        #expect(started.resume.lastSlot == 1)
+        // Slots whose time passed while no job ran are missed, never taken late.
+        let resumed = Self.slots(more)
+        #expect(resumed.first.map { $0.index > 1 } == true, "\(resumed.map(\.index))")
+        #expect(resumed.dropLast().allSatisfy { $0.state == .missed }, "\(resumed.map { "\($0.index) \($0.state)" })")
+        #expect(resumed.last?.state == .taken)
+    }
+
+    @Test("a long wait with a camera of its own: the camera stops between slots and starts again before each, on time, and the slots are still phase-locked")
+    func idleStop() async throws {
+        let dir = folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let clock = VirtualCameraClock()
+        let opened = Count()
+        let job = TimelapseJob(spec: spec(interval: .seconds(120), count: 3, biases: [0]), output: dir, reserve: 0,
+                               source: .owned(open: Self.opener(options(), clock: clock, opened: opened), stopWhenIdle: .seconds(10)), clock: clock)
+        let (events, thrown) = await Self.run(job)
+        #expect(thrown == nil, "\(String(describing: thrown))")
+        let summary = try #require(Self.summary(events))
+        #expect(summary.cameraStoppedWhileIdle >= 2, "stopped \(summary.cameraStoppedWhileIdle) times")
+        #expect(opened.value == summary.cameraStoppedWhileIdle + 1)
+        for s in Self.slots(events) {
+            #expect(s.state == .taken, "slot \(s.index): \(s.reason ?? "")")
+            #expect(s.lock?.contains("locked") == true, "slot \(s.index): \(s.lock ?? "-")")
+        }
+    }
+
+    @Test("a shared session: paused, its slots pass as skipped ('the job was paused'), the camera streams on; resumed, it takes the next")
+    func pauseOnSharedSession() async throws {
+        let dir = folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let clock = VirtualCameraClock()
+        let lease = try await Self.opener(options(), clock: clock)()
+        defer { lease.camera.release() }
+        let job = TimelapseJob(spec: spec(count: 5, biases: [0]), output: dir, reserve: 0, source: .shared(lease), clock: clock)
+        job.setPaused(true, now: WallClockTime(nanoseconds: 0))
+        let (events, thrown) = await Self.run(job) { e in
+            if case .slot(let r, _) = e, r.index == 2 { job.setPaused(false, now: WallClockTime(nanoseconds: Int64.max)) }
+        }
+        #expect(thrown == nil, "\(String(describing: thrown))")
+        let slots = Self.slots(events)
+        #expect(slots.prefix(3).allSatisfy { $0.state == .skipped && $0.reason == "the job was paused" }, "\(slots.map { "\($0.index) \($0.state) \($0.reason ?? "")" })")
+        #expect(slots.dropFirst(3).allSatisfy { $0.state == .taken }, "\(slots.map { "\($0.index) \($0.state) \($0.reason ?? "")" })")
+        // The service's session is not the job's: it still streams.
+        let frame = try await lease.session.captureFrame(exposedAfter: lease.camera.now)
+        frame.release()
+        await lease.session.stop()
+    }
+
+    @Test("the camera goes away: a shared session ends the job with CameraGone (the slots so far journalled); a camera of its own is opened again and the job goes on")
+    func cameraLost() async throws {
+        let clock = VirtualCameraClock()
+        // The camera disappears some 12 s into the job: during slot 1 or 2.
+        let failing = options { $0.faults.disconnectAtFrame = 390 }
+
+        let dir = folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let lease = try await Self.opener(failing, clock: clock)()
+        defer { lease.camera.release() }
+        let shared = TimelapseJob(spec: spec(count: 5, biases: [0]), output: dir, reserve: 0, source: .shared(lease), clock: clock)
+        let (events, thrown) = await Self.run(shared)
+        let gone = try #require(thrown as? TimelapseJob.CameraGone, "\(String(describing: thrown))")
+        #expect(gone.message.contains("the service must be restarted"), "\(gone.message)")
+        let journal = try TimelapseJournal(path: dir + "/" + TimelapseRun.journalName, job: "job", spec: shared.spec.journalSpec)
+        #expect(try journal.counts().values.reduce(0, +) == Self.slots(events).count, "every slot reported is journalled")
+
+        let own = folder()
+        defer { try? FileManager.default.removeItem(atPath: own) }
+        let opened = Count()
+        // Only the first camera opened fails (the device came back).
+        let first = Self.opener(failing, clock: clock, opened: opened)
+        let healthy = Self.opener(options(), clock: clock, opened: opened)
+        let open: @Sendable () async throws -> TimelapseJob.CameraLease = { opened.value == 0 ? try await first() : try await healthy() }
+        let job = TimelapseJob(spec: spec(count: 5, biases: [0]), output: own, reserve: 0, source: .owned(open: open, stopWhenIdle: nil), clock: clock)
+        let (ownEvents, ownThrown) = await Self.run(job)
+        #expect(ownThrown == nil, "\(String(describing: ownThrown))")
+        let summary = try #require(Self.summary(ownEvents))
+        #expect(summary.cameraReopened == 1)
+        #expect(Self.slots(ownEvents).map(\.index) == [0, 1, 2, 3, 4])
+        #expect((summary.counts[.taken] ?? 0) >= 3, "\(summary.counts)")
+    }
+}
+
+/// How many times something happened, counted from any task.
+final class Count: Sendable {
+    private let n = Mutex(0)
+    func add() { n.withLock { $0 += 1 } }
+    var value: Int { n.withLock { $0 } }
+}
