@@ -2,6 +2,7 @@ import ArgumentParser
 import Capture
 import CaptureScheduler
 import ImageOutput
+import Jobs
 import KMS
 import LinuxGPIO
 import ProcessTriggers
@@ -146,29 +147,6 @@ struct TriggerCommand: AsyncParsableCommand {
         }
     }
 
-    enum Event: Sendable {
-        /// A trigger; `handled`, where given, is called once the trigger has been dealt with:
-        /// the capture it started is held by the session (or it started none).
-        case trigger(Trigger, handled: (@Sendable () -> Void)? = nil)
-        /// External-trigger mode: the sensor ignored the pulse (it came during the previous
-        /// frame's readout), so there is no frame to capture.
-        case ignoredBySensor(Trigger)
-        /// The capture's frames are all captured: the next may start while its files are written.
-        case framesCaptured(Trigger)
-        case finished(Trigger, Result<Captured, ShutterbugError>)
-        case stop(String)
-        /// The source has no more triggers: what waits is still captured.
-        case sourceEnded
-    }
-
-    struct Captured: Sendable {
-        var lag: TriggerLag
-        var sequences: [UInt32]
-        var files: [String]
-        /// How long the busy line was held.
-        var busy: Duration?
-    }
-
     func run() async throws {
         let cam = try camera.open()
         defer { cam.release() }
@@ -211,293 +189,90 @@ struct TriggerCommand: AsyncParsableCommand {
         var writer: PhotoFileWriter?
         if let output {
             let directory = try OutputDirectory(path: output, reserve: 64 << 20)
-            let description = Bracket.cameraDescription(cam, config)
-            writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: description)
+            writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
             try writer!.check(formats)
         }
-
         let busy = try busyLine.map { try GPIOOutputLine.request(line: $0, activeLow: busyActiveLow) }
         if let busy, !json { notice("busy line: \(busyLine!) (\(busy.chipPath) line \(busy.offset))\(busyActiveLow ? ", active-low" : "")") }
 
-        // Armed once the camera streams settled frames (past its start-up frames, which no
-        // capture takes): a trigger before then would wait them out, a start-up lag that is
-        // not the shutter's. A triggered sensor makes no frame until pulsed.
-        if externalSensor == nil {
-            do {
-                try await session.captureFrame(exposedAfter: cam.now, timeout: .seconds(10)).release()
-            } catch let e as ShutterbugError {
-                throw ShutterbugError(e.code, "the camera streamed no settled frame to arm the trigger on: \(e.message)", errno: e.errno)
+        // The source, opened on the camera's clock once the job has armed on settled frames.
+        let (gpio, edge, bias, activeLow, debounce, signal, keypress, simulated, virtualTime) =
+            (self.gpio, self.edge, self.bias, self.activeLow, try debouncePeriod(), self.signal, self.keypress, self.simulated, camera.virtualTime)
+        let open: @Sendable (SensorTime) throws -> TriggerHandle = { start in
+            if let gpio {
+                let edges: GPIOEdges = edge == "rising" ? .rising : edge == "both" ? .both : .falling
+                let g = try GPIOTriggerSource(line: gpio, edges: edges, bias: bias.flatMap(GPIOBias.init), activeLow: activeLow, debounce: debounce)
+                notice("waiting for \(edge) edges on \(gpio) (\(g.chipPath) line \(g.offset))")
+                return TriggerHandle(source: g, stop: { g.stopAndWait() }, kernelLost: { g.kernelLost })
             }
-        }
-        // The source, on the camera's clock.
-        let source: any TriggerSource
-        var gpioSource: GPIOTriggerSource?
-        if let gpio {
-            let edges: GPIOEdges = edge == "rising" ? .rising : edge == "both" ? .both : .falling
-            let g = try GPIOTriggerSource(line: gpio, edges: edges, bias: bias.flatMap(GPIOBias.init), activeLow: activeLow,
-                                          debounce: try debouncePeriod())
-            gpioSource = g
-            source = g
-            notice("waiting for \(edge) edges on \(gpio) (\(g.chipPath) line \(g.offset))")
-        } else if signal {
-            source = try SignalTriggerSource(signal: SIGUSR1, name: "SIGUSR1")
-            notice("waiting for SIGUSR1: kill -USR1 \(getpid())")
-        } else if keypress {
-            source = try KeypressTriggerSource()
-            notice("press Enter to capture")
-        } else {
-            let start = await session.latestFrame?.sensorTimestamp ?? MonotonicClock.now()
-            source = PatternTriggerSource(try Self.pattern(simulated!), count: 1_000_000, start: start + .milliseconds(100),
-                                          realTime: !camera.virtualTime)
-        }
-        if !json {
-            let sensor = externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running"
-            print("trigger on \(cam.info.id) (\(sensor)): \(config.streams[0]), source \(source.name), policy \(policy)")
-        }
-        /// The trigger wired to the sensor's trigger input as well: every trigger exposes a
-        /// frame, whatever the queue then does with it, unless the sensor ignores the pulse.
-        @Sendable func pulseSensor(_ t: Trigger) -> Bool {
-            guard let externalSensor else { return true }
-            do { return try externalSensor.pulse(at: t.instant, width: width) } catch {
-                notice("trigger \(t.sequence): \(error)")
-                return false
+            if signal {
+                let s = try SignalTriggerSource(signal: SIGUSR1, name: "SIGUSR1")
+                notice("waiting for SIGUSR1: kill -USR1 \(getpid())")
+                return TriggerHandle(source: s, stop: { s.stop() })
             }
+            if keypress {
+                let k = try KeypressTriggerSource()
+                notice("press Enter to capture")
+                return TriggerHandle(source: k, stop: { k.stop() })
+            }
+            let p = PatternTriggerSource(try Self.pattern(simulated!), count: 1_000_000, start: start + .milliseconds(100), realTime: !virtualTime)
+            return TriggerHandle(source: p, stop: {})
         }
-
-        let (events, post) = AsyncStream<Event>.makeStream()
-        /// Virtual time: what tells the feeder a trigger was handled (finished on the way out,
-        /// so a feeder still waiting goes on and ends).
-        var acknowledgements: AsyncStream<Void>.Continuation?
-        defer { acknowledgements?.finish() }
+        let job = TriggerJob(options: .init(bracket: bracket, formats: formats, policy: TriggerPolicy(rawValue: policy)!, queue: queue, count: count, pulseWidth: width),
+                             session: session, camera: cam, writer: writer, busy: busy, open: open)
         let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
-        var tasks: [Task<Void, Never>] = []
-        if camera.virtualTime {
-            // The camera's clock runs as fast as the CPU allows, and only while someone wants
-            // frames. Each trigger is passed on once the camera's frames have reached its
-            // instant, as it would be in real time: the frames up to it are asked for one at a
-            // time, so the clock never runs ahead of the triggers (a monitor asking for every
-            // frame let it race past them, and triggers were captured minutes late or dropped).
-            let (handledStream, handled) = AsyncStream<Void>.makeStream()
-            acknowledgements = handled
-            tasks.append(Task {
-                var handledAcks = handledStream.makeAsyncIterator()
-                var now = SensorTime(nanoseconds: 0)
-                for await t in source.triggers() {
-                    if externalSensor != nil {
-                        // A triggered sensor makes no frames between pulses: nothing to wait for.
-                        post.yield(pulseSensor(t) ? .trigger(t) : .ignoredBySensor(t))
-                    } else {
-                        // Until the next frame may be the first exposed after the instant: the
-                        // capture is then asked for before that frame comes, as in real time.
-                        var period = Duration.zero
-                        while now + period < t.instant {
-                            var next: FrameMetadata?
-                            for await r in await session.requests(count: 1) { next = r.metadata }
-                            guard let next, let ts = next.sensorTimestamp else { break }
-                            now = max(now, ts)
-                            period = next.frameDuration ?? period
-                        }
-                        // No further frame is asked for until the capture for this trigger is
-                        // held by the session: a frame asked for before then could be the
-                        // first exposed after the instant and pass unseen (a frame's lag more).
-                        post.yield(.trigger(t, handled: { handled.yield() }))
-                        _ = await handledAcks.next()
-                    }
-                }
-                post.yield(.sourceEnded)
-            })
-        } else {
-            tasks.append(Task {
-                for await t in source.triggers() {
-                    post.yield(pulseSensor(t) ? .trigger(t) : .ignoredBySensor(t))
-                }
-                post.yield(.sourceEnded)
-            })
+        var tasks = stops.map { s in Task { for await _ in s.triggers() { job.stop(s.name); return } } }
+        if let duration { tasks.append(Task { try? await Task.sleep(for: .seconds(duration)); job.stop("--duration") }) }
+        defer {
+            tasks.forEach { $0.cancel() }
+            stops.forEach { $0.stop() }
         }
-        for s in stops { tasks.append(Task { for await _ in s.triggers() { post.yield(.stop(s.name)); return } }) }
-        if let duration { tasks.append(Task { try? await Task.sleep(for: .seconds(duration)); post.yield(.stop("--duration")) }) }
-
-        // A triggered sensor has exposed the trigger's frame already, busy or not: each trigger's
-        // capture is asked of the session at once (the session takes them in order), up to
-        // --queue in flight; past that the trigger is dropped (waiting would find no frame).
-        let external = externalSensor != nil
-        var q = external ? try TriggerQueue(policy: .drop, concurrency: queue) : try TriggerQueue(policy: TriggerPolicy(rawValue: policy)!, limit: queue)
-        var lags: [TriggerLag] = []
-        var stopping: String?
-        var sourceEnded = false
-        let settingsFormats = formats
-        let fileWriter = writer
-        let realTime = !camera.virtualTime
-        /// Starts what the queue says; `handled` is called once every capture started is held
-        /// by the session (at once if none was started).
-        func start(_ actions: [TriggerQueue.Action], handled: (@Sendable () -> Void)? = nil) {
-            var handled = handled
-            for a in actions {
-                switch a {
-                case .capture(let t):
-                    unfinished += 1
-                    let registered = handled ?? {}
-                    handled = nil
-                    Task {
-                        let result = await Self.capture(t, bracket: bracket, formats: settingsFormats, session: session, writer: fileWriter, realTime: realTime, busy: busy,
-                                                        registered: registered, framesCaptured: { post.yield(.framesCaptured(t)) })
-                        post.yield(.finished(t, result))
-                    }
-                case .dropped(let t):
-                    if !json { print("trigger \(t.sequence): dropped (\(external ? "\(queue) captures in flight, --queue \(queue)" : "busy, --policy \(policy)"))") }
+        let (json, policy) = (json, policy)
+        let header = "trigger on \(cam.info.id) (\(externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running")): \(config.streams[0])"
+        let printing = Task { () -> TriggerJob.Summary? in
+            var summary: TriggerJob.Summary?
+            for await e in job.events {
+                switch e {
+                case .listening(let source):
+                    if !json { print("\(header), source \(source), policy \(policy)") }
+                case .notice(let n): notice(n)
+                case .captured(let t, let c): Self.report(t, c, json: json)
+                case .failed(let t, let error): notice("trigger \(t.sequence): \(error)")
+                case .dropped(let t, let reason): if !json { print("trigger \(t.sequence): dropped (\(reason))") }
                 case .coalesced(let t): if !json { print("trigger \(t.sequence): coalesced into a later one") }
+                case .progress: break
+                case .finished(let s): summary = s
                 }
+                fflush(nil)
             }
-            handled?()
+            return summary
         }
-        // Captures started and not finished (their files may still be being written), and the
-        // triggers whose frames are all captured.
-        var unfinished = 0
-        var framesDone: Set<UInt64> = []
-        /// The queue's capture is over (its frames are in, or it failed): the next may start.
-        func captureOver(_ t: Trigger, failed: Bool) {
-            if let count, q.counts.captured + q.counts.failed + 1 >= count, stopping == nil { stopping = "--count" }
-            // Once stopping, what waits is dropped and counted, not captured.
-            start(q.finished(failed: failed, stopping: stopping != nil))
+        do {
+            try await job.run()
+        } catch {
+            _ = await printing.value
+            throw error
         }
-        loop: for await e in events {
-            switch e {
-            case .ignoredBySensor(let t):
-                _ = q.refused(t)
-                if !json { print("trigger \(t.sequence): dropped, the sensor ignored the pulse (it came while the previous frame was being read out)") }
-            case .trigger(let t, _) where external:
-                // No more captures than --count asks for are started.
-                if let count, stopping == nil, q.counts.captured + q.counts.failed + q.inFlight.count >= count {
-                    _ = q.refused(t)
-                    if !json { print("trigger \(t.sequence): dropped (--count reached)") }
-                } else if stopping == nil {
-                    start(q.arrived(t))
-                }
-            case .trigger(let t, let handled):
-                if stopping == nil { start(q.arrived(t), handled: handled) } else { handled?() }
-            case .framesCaptured(let t):
-                // A triggered sensor's captures are over when they finish: they run together.
-                if external { break }
-                framesDone.insert(t.sequence)
-                captureOver(t, failed: false)
-            case .finished(let t, let result):
-                unfinished -= 1
-                switch result {
-                case .success(let c):
-                    lags.append(c.lag)
-                    report(t, c)
-                case .failure(let error):
-                    let ignored = externalSensor?.pulsesIgnored ?? 0
-                    notice("trigger \(t.sequence): \(error)\(ignored > 0 ? " (the sensor ignored \(ignored) pulse\(ignored == 1 ? "" : "s") that came while the previous frame was being read out)" : "")")
-                }
-                // A capture that failed before its frames were in ends the queue's capture now.
-                if framesDone.remove(t.sequence) == nil {
-                    captureOver(t, failed: { if case .failure = result { return true } else { return false } }())
-                }
-            case .stop(let why):
-                if stopping == nil { stopping = why }
-            case .sourceEnded:
-                sourceEnded = true
-            }
-            if (stopping != nil || sourceEnded) && q.busy == nil && unfinished == 0 { break loop }
-        }
-        tasks.forEach { $0.cancel() }
-        stops.forEach { $0.stop() }
-        if let g = gpioSource {
-            g.stopAndWait()
-            q.lostBySource(g.kernelLost)
-        }
+        let summary = await printing.value
         await session.stop()
         if let preview {
             preview.close()
             notice(preview.summaryLine)
         }
-        let failure = stopping == nil ? source.failure : nil
-        summary(q.counts, lags: lags, why: stopping ?? failure?.description ?? "the trigger source ended", source: source.name)
+        guard let summary else { return }
+        Self.summary(summary, json: json)
         // Exit non-zero when the source broke down, or when any trigger asked for a photo that
         // was not taken: a shutter that silently failed is the worst kind.
-        if let failure { throw failure }
-        let c = q.counts
+        if let failure = summary.sourceFailure { throw failure }
+        let c = summary.counts
         if c.failed > 0 {
             throw ShutterbugError(.system, "\(c.failed) of \(c.seen) triggers' captures failed (\(c.captured) captured); the reasons are above")
         }
     }
 
-    /// One capture exposed after `t`, with its lags.
-    /// `realTime`: the camera's clock is CLOCK_MONOTONIC, so delivery and files are timed on it
-    /// too; in virtual time only the lag to exposure start (on the camera's clock) is meaningful.
-    /// `busy`: held from the start until the capture's frames are all captured (or it fails).
-    static func capture(_ t: Trigger, bracket: BracketSettings?, formats: Set<PhotoFormat>, session: CaptureSession, writer: PhotoFileWriter?,
-                        realTime: Bool, busy: GPIOOutputLine? = nil, registered: @Sendable () -> Void = {},
-                        framesCaptured: @Sendable () -> Void = {}) async -> Result<Captured, ShutterbugError> {
-        let settings = PhotoSettings(bracket: bracket, formats: formats, trigger: t)
-        var c = Captured(lag: TriggerLag(trigger: t.instant, exposureStart: t.instant), sequences: [], files: [])
-        var firstStart: SensorTime?, delivered: SensorTime?
-        let frames = bracket?.count ?? 1
-        var held: ContinuousClock.Instant?
-        var announced = false
-        /// The session holds the capture once it resolved its settings (or it is over).
-        var isRegistered = false
-        func sessionHoldsIt() {
-            guard !isRegistered else { return }
-            isRegistered = true
-            registered()
-        }
-        defer { sessionHoldsIt() }
-        /// The frames are in: the busy line goes inactive, and the caller may start the next.
-        func release() {
-            if !announced, c.sequences.count == frames {
-                announced = true
-                framesCaptured()
-            }
-            guard let h = held, let busy else { return }
-            held = nil
-            try? busy.release()
-            c.busy = ContinuousClock.now - h
-        }
-        do {
-            if let busy {
-                try busy.hold()
-                held = ContinuousClock.now
-            }
-            defer { release() }
-            if let writer {
-                for try await e in writer.capture(settings, on: session) {
-                    switch e {
-                    case .settingsResolved: sessionHoldsIt()
-                    case .photoCaptured(_, let m):
-                        c.sequences.append(m.sequence)
-                        if firstStart == nil { firstStart = m.earliestExposureStart; delivered = realTime ? MonotonicClock.now() : nil }
-                        if c.sequences.count == frames { release() }
-                    case .fileWritten(let f): c.files.append(f.path)
-                    case .notice(let n): notice(n)
-                    default: break
-                    }
-                }
-                c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered, filesWritten: realTime ? MonotonicClock.now() : nil)
-            } else {
-                for try await e in await session.capture(settings) {
-                    if case .settingsResolved = e { sessionHoldsIt() }
-                    if case .photo(let p) = e {
-                        c.sequences.append(p.metadata.sequence)
-                        if firstStart == nil { firstStart = p.metadata.earliestExposureStart; delivered = realTime ? MonotonicClock.now() : nil }
-                        p.release()
-                        if c.sequences.count == frames { release() }
-                    }
-                }
-                c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered)
-            }
-            return .success(c)
-        } catch let e as ShutterbugError {
-            return .failure(e)
-        } catch {
-            return .failure(ShutterbugError(.system, "\(error)"))
-        }
-    }
+    private static func us(_ d: Duration?) -> String { d.map { String(format2: $0.microsecondsValue / 1000) + " ms" } ?? "-" }
 
-    private func us(_ d: Duration?) -> String { d.map { String(format2: $0.microsecondsValue / 1000) + " ms" } ?? "-" }
-
-    private func report(_ t: Trigger, _ c: Captured) {
+    private static func report(_ t: Trigger, _ c: TriggerJob.Captured, json: Bool) {
         // One line per capture as it happens, also into a pipe.
         defer { fflush(nil) }
         if json {
@@ -510,14 +285,15 @@ struct TriggerCommand: AsyncParsableCommand {
             o.add("lagToDeliveredUs", c.lag.toDelivered?.microsecondsValue)
             o.add("lagToFilesUs", c.lag.toFiles?.microsecondsValue)
             o.add("busyUs", c.busy?.microsecondsValue)
-            o.add("files", c.files)
+            o.add("files", c.files.map(\.path))
             print(o.text)
         } else {
             print("trigger \(t.sequence): frame\(c.sequences.count > 1 ? "s" : "") \(c.sequences.map(String.init).joined(separator: ",")), lag to exposure start \(us(c.lag.toExposureStart)), to delivered \(us(c.lag.toDelivered)), to files \(us(c.lag.toFiles))\(c.busy.map { ", busy line held \(us($0))" } ?? "")")
         }
     }
 
-    private func summary(_ c: TriggerCounts, lags: [TriggerLag], why: String, source: String) {
+    private static func summary(_ s: TriggerJob.Summary, json: Bool) {
+        let (c, lags, why, source) = (s.counts, s.lags, s.stoppedBy, s.source)
         let dists = [("exposure start", LagDistribution(lags.map(\.toExposureStart))), ("delivered", LagDistribution(lags.compactMap(\.toDelivered))),
                      ("files", LagDistribution(lags.compactMap(\.toFiles)))]
         if json {
@@ -549,3 +325,6 @@ struct TriggerCommand: AsyncParsableCommand {
         }
     }
 }
+
+/// The busy line is a GPIO output line.
+extension GPIOOutputLine: BusyLine {}

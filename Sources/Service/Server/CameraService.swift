@@ -156,6 +156,26 @@ public actor CameraService {
         return record
     }
 
+    /// Counts a capture taken for a trigger (its files and photos were counted in the metrics
+    /// as they came, by `observeJob`).
+    func record(_ record: CaptureRecord, frames: [UInt32], bytes: Int64) {
+        capturesTaken += 1
+        framesCaptured += frames.count
+        bytesWritten += bytes
+        metrics.captures.increment()
+        if frames.count > 1, let lo = frames.min(), let hi = frames.max() {
+            metrics.bracketFramesPerStep.record(Double(hi - lo + 1) / Double(frames.count))
+        }
+        recent.append(record)
+        if recent.count > 50 { recent.removeFirst(recent.count - 50) }
+    }
+
+    /// Counts a trigger's capture that failed.
+    func recordFailure() {
+        captureFailures += 1
+        metrics.captureFailures.increment()
+    }
+
     public func captures() -> [CaptureRecord] { recent.reversed() }
 
     /// A sensor mode as `/api/cameras` reports it.

@@ -1,4 +1,6 @@
 import Capture
+import ImageOutput
+import Jobs
 import CaptureScheduler
 import Logging
 import ShutterbugCore
@@ -29,20 +31,6 @@ public struct TriggerDefinition: Sendable {
     }
 }
 
-/// An open trigger source and how to close it.
-public struct TriggerHandle: Sendable {
-    public var source: any TriggerSource
-    /// Ends the source's sequence (a GPIO line released).
-    public var stop: @Sendable () -> Void
-    /// Edges the kernel lost (its event buffer full).
-    public var kernelLost: @Sendable () -> Int
-    public init(source: any TriggerSource, stop: @escaping @Sendable () -> Void, kernelLost: @escaping @Sendable () -> Int = { 0 }) {
-        self.source = source
-        self.stop = stop
-        self.kernelLost = kernelLost
-    }
-}
-
 /// A trigger's counts and lags, as `/api/triggers` reports them.
 public struct TriggerStatus: Sendable, Codable {
     public enum State: String, Sendable, Codable { case starting, listening, stopped, failed }
@@ -63,157 +51,117 @@ public struct TriggerStatus: Sendable, Codable {
     public var lastCapture: CameraService.CaptureRecord?
 }
 
-/// One trigger listening: its source's triggers queued, coalesced or dropped by its policy, each
-/// captured through the service (exposed after the trigger's instant) and counted.
+/// One trigger of the service: the library's `TriggerJob` on the service's session, its
+/// events turned into status, metrics, the service's capture records and log lines.
 public final class ServiceTrigger: Sendable {
     public let definition: TriggerDefinition
     let progress: Mutex<TriggerStatus>
-    let handle = Mutex<TriggerHandle?>(nil)
+    let job = Mutex<TriggerJob?>(nil)
     let stopping = Mutex<String?>(nil)
     let task = Mutex<Task<Void, Never>?>(nil)
-    let wake: AsyncStream<Event>.Continuation
-    let events: AsyncStream<Event>
-
-    enum Event: Sendable {
-        case trigger(Trigger)
-        case finished(Trigger, Result<CameraService.CaptureRecord, any Error>)
-        case sourceEnded
-        case stop
-    }
 
     init(_ definition: TriggerDefinition) {
         self.definition = definition
         progress = Mutex(TriggerStatus(name: definition.name, state: .starting, options: definition.arguments))
-        (events, wake) = AsyncStream<Event>.makeStream()
     }
 
     public var status: TriggerStatus { progress.withLock { $0 } }
 
-    /// Stops listening; the capture in progress (and those queued) complete first.
+    /// Stops listening; the captures in flight complete first.
     func stop(_ why: String) {
         stopping.withLock { $0 = $0 ?? why }
-        handle.withLock { $0 }?.stop()
-        wake.yield(.stop)
+        job.withLock { $0 }?.stop(why)
     }
 
     func wait() async { await task.withLock { $0 }?.value }
 
     func run(_ service: CameraService) async {
         let d = definition
-        let h: TriggerHandle
-        do {
-            try await CameraService.checkSteps(d.bracket?.count ?? 1, session: service.session, what: "the trigger's bracket")
-            h = try d.open(service.camera.now)
-            handle.withLock { $0 = h }
-            // Stopped before the source was open: close it now.
-            if stopping.withLock({ $0 }) != nil { h.stop() }
-        } catch {
-            let message = (error as? ShutterbugError)?.message ?? "\(error)"
+        func failed(_ message: String) {
             progress.withLock {
                 $0.state = .failed
                 $0.message = message
             }
             service.logger.error("trigger '\(d.name)' failed: \(message)")
+        }
+        do {
+            try await CameraService.checkSteps(d.bracket?.count ?? 1, session: service.session, what: "the trigger's bracket")
+        } catch {
+            failed((error as? ShutterbugError)?.message ?? "\(error)")
             return
         }
-        progress.withLock {
-            $0.state = .listening
-            $0.source = h.source.name
-        }
-        service.logger.notice("trigger '\(d.name)': listening on \(h.source.name)")
-        let post = wake
-        let feeder = Task {
-            for await t in h.source.triggers() { post.yield(.trigger(t)) }
-            post.yield(.sourceEnded)
-        }
-        var q = (try? TriggerQueue(policy: d.policy, limit: d.queue)) ?? (try! TriggerQueue(policy: .queue))
-        var lags: [Duration] = []
-        var inFlight = 0
-        var ended = false
+        let job = TriggerJob(options: .init(bracket: d.bracket, formats: d.formats, policy: d.policy, queue: d.queue), session: service.session, camera: service.camera,
+                             writer: service.writer, observe: { [weak service] e in service?.observeJob(e) }, open: d.open)
+        self.job.withLock { $0 = job }
+        // Stopped before the job was made: it stops at once.
+        if let why = stopping.withLock({ $0 }) { job.stop(why) }
         let metrics = service.metrics
-        func start(_ actions: [TriggerQueue.Action]) {
-            for a in actions {
-                switch a {
-                case .capture(let t):
-                    inFlight += 1
-                    let settings = PhotoSettings(bracket: d.bracket, formats: d.formats, trigger: t)
-                    Task {
-                        do {
-                            post.yield(.finished(t, .success(try await service.capture(settings))))
-                        } catch {
-                            post.yield(.finished(t, .failure(error)))
+        let prefix = service.directory.path.hasSuffix("/") ? service.directory.path : service.directory.path + "/"
+        async let events: Void = {
+            var counted = TriggerCounts()
+            for await e in job.events {
+                switch e {
+                case .listening(let source):
+                    progress.withLock {
+                        $0.state = .listening
+                        $0.source = source
+                    }
+                    service.logger.notice("trigger '\(d.name)': listening on \(source)")
+                case .notice(let n):
+                    service.logger.warning("trigger '\(d.name)': \(n)")
+                case .captured(_, let c):
+                    metrics.triggerLag.record(duration: c.lag.toExposureStart)
+                    let record = CameraService.CaptureRecord(
+                        id: String(PhotoFacts.uniqueID(captureID: c.uniqueID, step: 0).dropLast(4)), kind: c.steps > 1 ? "bracket of \(c.steps)" : "photo", steps: c.steps,
+                        exposureStartNs: c.exposureStart?.nanoseconds, files: c.files.map { $0.path.hasPrefix(prefix) ? String($0.path.dropFirst(prefix.count)) : $0.path },
+                        adjustments: c.adjustments, failures: c.failures)
+                    await service.record(record, frames: c.sequences, bytes: c.files.reduce(0) { $0 + $1.bytes })
+                    progress.withLock { $0.lastCapture = record }
+                case .failed(let t, let error):
+                    await service.recordFailure()
+                    service.logger.warning("trigger '\(d.name)' \(t.sequence): \(error.message)")
+                case .dropped, .coalesced:
+                    break
+                case .progress(let c, let lags):
+                    for (outcome, now, before) in [("seen", c.seen, counted.seen), ("captured", c.captured, counted.captured), ("failed", c.failed, counted.failed),
+                                                   ("coalesced", c.coalesced, counted.coalesced), ("dropped", c.dropped, counted.dropped),
+                                                   ("kernel_dropped", c.kernelDropped, counted.kernelDropped)] where now > before {
+                        metrics.triggers(d.name, outcome).increment(by: now - before)
+                    }
+                    counted = c
+                    let dist = LagDistribution(lags.suffix(10_000).map(\.toExposureStart))
+                    progress.withLock { p in
+                        p.seen = c.seen
+                        p.captured = c.captured
+                        p.failed = c.failed
+                        p.coalesced = c.coalesced
+                        p.dropped = c.dropped
+                        p.kernelDropped = c.kernelDropped
+                        p.lagP50Us = dist?.p50.microsecondsValue
+                        p.lagP99Us = dist?.p99.microsecondsValue
+                    }
+                case .finished(let s):
+                    if let failure = s.sourceFailure {
+                        service.logger.error("trigger '\(d.name)' failed: \(failure)")
+                        progress.withLock { p in
+                            p.state = .failed
+                            p.message = failure.description
+                        }
+                    } else {
+                        progress.withLock { p in
+                            p.state = .stopped
+                            p.message = s.stoppedBy
                         }
                     }
-                case .dropped: break
-                case .coalesced: break
                 }
             }
-        }
-        var counted = TriggerCounts()
-        func count() {
-            let c = q.counts
-            for (outcome, now, before) in [("seen", c.seen, counted.seen), ("captured", c.captured, counted.captured), ("failed", c.failed, counted.failed),
-                                           ("coalesced", c.coalesced, counted.coalesced), ("dropped", c.dropped, counted.dropped),
-                                           ("kernel_dropped", c.kernelDropped, counted.kernelDropped)] where now > before {
-                metrics.triggers(d.name, outcome).increment(by: now - before)
-            }
-            counted = c
-            let dist = LagDistribution(lags)
-            progress.withLock { p in
-                p.seen = c.seen
-                p.captured = c.captured
-                p.failed = c.failed
-                p.coalesced = c.coalesced
-                p.dropped = c.dropped
-                p.kernelDropped = c.kernelDropped
-                p.lagP50Us = dist?.p50.microsecondsValue
-                p.lagP99Us = dist?.p99.microsecondsValue
-            }
-        }
-        for await e in events {
-            let stopped = stopping.withLock { $0 } != nil
-            switch e {
-            case .trigger(let t):
-                if !stopped { start(q.arrived(t)) }
-            case .finished(let t, let result):
-                inFlight -= 1
-                switch result {
-                case .success(let record):
-                    if let ns = record.exposureStartNs {
-                        let lag = SensorTime(nanoseconds: ns) - t.instant
-                        lags.append(lag)
-                        if lags.count > 10_000 { lags.removeFirst(lags.count - 10_000) }
-                        metrics.triggerLag.record(duration: lag)
-                    }
-                    progress.withLock { $0.lastCapture = record }
-                case .failure(let error):
-                    service.logger.warning("trigger '\(d.name)' \(t.sequence): \((error as? ShutterbugError)?.message ?? "\(error)")")
-                }
-                let failed = if case .failure = result { true } else { false }
-                start(q.finished(failed: failed, stopping: stopped))
-            case .sourceEnded:
-                ended = true
-            case .stop:
-                break
-            }
-            count()
-            if (ended || stopped) && inFlight == 0 && q.busy == nil { break }
-        }
-        feeder.cancel()
-        q.lostBySource(h.kernelLost())
-        count()
-        let why = stopping.withLock { $0 }
-        if why == nil, let failure = h.source.failure {
-            service.logger.error("trigger '\(d.name)' failed: \(failure)")
-            progress.withLock { p in
-                p.state = .failed
-                p.message = failure.description
-            }
-            return
-        }
-        progress.withLock { p in
-            p.state = .stopped
-            p.message = why ?? "the source ended"
+        }()
+        do {
+            try await job.run()
+            await events
+        } catch {
+            await events
+            failed((error as? ShutterbugError)?.message ?? "\(error)")
         }
     }
 }

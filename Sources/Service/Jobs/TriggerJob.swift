@@ -1,0 +1,473 @@
+import Capture
+import CaptureScheduler
+import ImageOutput
+import ServiceLifecycle
+import ShutterbugCore
+import Synchronization
+
+/// An open trigger source and how to close it.
+public struct TriggerHandle: Sendable {
+    public var source: any TriggerSource
+    /// Ends the source's sequence (a GPIO line released, its reader joined).
+    public var stop: @Sendable () -> Void
+    /// Edges the kernel lost (its event buffer full).
+    public var kernelLost: @Sendable () -> Int
+    public init(source: any TriggerSource, stop: @escaping @Sendable () -> Void, kernelLost: @escaping @Sendable () -> Int = { 0 }) {
+        self.source = source
+        self.stop = stop
+        self.kernelLost = kernelLost
+    }
+}
+
+/// A line driven while a capture runs (a busy LED, a flash or tally line): held from a
+/// capture's start until its frames are captured.
+public protocol BusyLine: Sendable {
+    func hold() throws
+    func release() throws
+}
+
+/// Triggers to captures: a source's triggers queued, coalesced or dropped by a policy, each
+/// captured as the first frame (or bracket) exposed after its instant, written where a writer
+/// is given, and counted. `shutterbug trigger` and the service's triggers both run it.
+///
+/// The queue frees for the next capture once a capture's frames are in (its files are written
+/// meanwhile). A camera in external-trigger mode (`CameraCapabilities.externalTrigger`) is
+/// pulsed for every trigger, which exposes its frame whatever the queue then does. A camera
+/// that paces its frames by demand (virtual time) is fed one trigger at a time, once its frames
+/// have reached the trigger's instant, as they would have in real time.
+///
+/// `run()` ends once stopped (`stop(_:)`, a graceful shutdown, `count` captures) or the source
+/// ended, after the captures in flight; the `Summary` says how, and whether the source failed.
+public final class TriggerJob: Service, Sendable {
+    public struct Options: Sendable {
+        public var bracket: BracketSettings?
+        public var formats: Set<PhotoFormat>
+        public var policy: TriggerPolicy
+        /// Triggers that may wait (queue), or captures in flight with an external trigger.
+        public var queue: Int
+        /// Stop after this many captures (taken or failed).
+        public var count: Int?
+        /// An external trigger's pulse width (the exposure, plus the sensor's offset).
+        public var pulseWidth: Duration
+
+        public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], policy: TriggerPolicy = .queue, queue: Int = 8, count: Int? = nil,
+                    pulseWidth: Duration = .milliseconds(10)) {
+            self.bracket = bracket
+            self.formats = formats
+            self.policy = policy
+            self.queue = queue
+            self.count = count
+            self.pulseWidth = pulseWidth
+        }
+    }
+
+    /// One trigger's capture.
+    public struct Captured: Sendable {
+        public var lag: TriggerLag
+        /// The first frame's exposure start (nil: no frame came).
+        public var exposureStart: SensorTime?
+        public var sequences: [UInt32]
+        public var files: [WrittenFile]
+        /// Files that could not be written (format: why); the frames were captured.
+        public var failures: [String]
+        public var adjustments: [String]
+        /// The capture's unique ID (its files' names say it).
+        public var uniqueID: Int64
+        public var steps: Int
+        /// How long the busy line was held.
+        public var busy: Duration?
+    }
+
+    public enum Event: Sendable {
+        /// Listening on the source (armed on settled frames).
+        case listening(source: String)
+        case notice(String)
+        case captured(Trigger, Captured)
+        case failed(Trigger, ShutterbugError)
+        case dropped(Trigger, reason: String)
+        case coalesced(Trigger)
+        /// The counts and lags after a change.
+        case progress(TriggerCounts, lags: [TriggerLag])
+        case finished(Summary)
+    }
+
+    public struct Summary: Sendable {
+        public var source: String
+        public var counts: TriggerCounts
+        public var lags: [TriggerLag]
+        /// Why it stopped: `stop(_:)`'s reason, the source's failure, or "the trigger source ended".
+        public var stoppedBy: String
+        /// The source broke down (not stopped): a GPIO chip gone, a signal source closed.
+        public var sourceFailure: ShutterbugError?
+    }
+
+    public let options: Options
+    public let session: CaptureSession
+    public let camera: any CameraBackend
+    /// Writes each capture's files; without one, captures only measure their lags.
+    public let writer: PhotoFileWriter?
+    public let busy: (any BusyLine)?
+    /// Opens the source once the camera streams settled frames, given the camera's time then.
+    public let open: @Sendable (_ now: SensorTime) throws -> TriggerHandle
+    /// Sees every event of every capture's files (the service's metrics).
+    public let observe: (@Sendable (OutputEvent) -> Void)?
+    public let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+    private let wake: AsyncStream<Internal>.Continuation
+    private let internalEvents: AsyncStream<Internal>
+    private let stopping = Mutex<String?>(nil)
+    private let handle = Mutex<TriggerHandle?>(nil)
+    /// Captures whose frames are exposed and being copied.
+    private let copies = Gate()
+
+    public init(options: Options, session: CaptureSession, camera: any CameraBackend, writer: PhotoFileWriter?, busy: (any BusyLine)? = nil,
+                observe: (@Sendable (OutputEvent) -> Void)? = nil, open: @escaping @Sendable (SensorTime) throws -> TriggerHandle) {
+        self.options = options
+        self.session = session
+        self.camera = camera
+        self.writer = writer
+        self.busy = busy
+        self.observe = observe
+        self.open = open
+        (events, continuation) = AsyncStream.makeStream(of: Event.self)
+        (internalEvents, wake) = AsyncStream.makeStream(of: Internal.self)
+    }
+
+    /// Stops listening: what waits is dropped and counted, the captures in flight complete.
+    public func stop(_ why: String) {
+        stopping.withLock { $0 = $0 ?? why }
+        handle.withLock { $0 }?.stop()
+        wake.yield(.stop)
+    }
+
+    enum Internal: Sendable {
+        /// A trigger; `handled`, where given, is called once the trigger has been dealt with:
+        /// the capture it started is held by the session (or it started none).
+        case trigger(Trigger, handled: (@Sendable () -> Void)? = nil)
+        /// External-trigger mode: the sensor ignored the pulse (it came during the previous
+        /// frame's readout), so there is no frame to capture.
+        case ignoredBySensor(Trigger)
+        /// The capture's frames are all captured: the next may start while its files are written.
+        case framesCaptured(Trigger)
+        case finished(Trigger, Result<Captured, ShutterbugError>)
+        case stop
+        /// The source has no more triggers: what waits is still captured.
+        case sourceEnded
+    }
+
+    public func run() async throws {
+        defer { continuation.finish() }
+        try await withGracefulShutdownHandler {
+            try await self.listen()
+        } onGracefulShutdown: {
+            self.stop("the service is stopping")
+        }
+    }
+
+    private func emit(_ e: Event) { continuation.yield(e) }
+
+    private func listen() async throws {
+        let (session, camera, options, wake) = (session, camera, options, wake)
+        let externalSensor = camera.capabilities.externalTrigger
+        // Armed once the camera streams settled frames (past its start-up frames, which no
+        // capture takes): a trigger before then would wait them out, a start-up lag that is
+        // not the shutter's. A triggered sensor makes no frame until pulsed.
+        if externalSensor == nil {
+            do {
+                try await session.captureFrame(exposedAfter: camera.now, timeout: .seconds(10)).release()
+            } catch let e as ShutterbugError {
+                throw ShutterbugError(e.code, "the camera streamed no settled frame to arm the trigger on: \(e.message)", errno: e.errno)
+            }
+        }
+        let h = try open(await session.latestFrame?.sensorTimestamp ?? camera.now)
+        handle.withLock { $0 = h }
+        // Stopped before the source was open: close it now.
+        if stopping.withLock({ $0 }) != nil { h.stop() }
+        let source = h.source
+        emit(.listening(source: source.name))
+        let width = options.pulseWidth
+        let notices = continuation
+        /// The trigger wired to the sensor's trigger input as well: every trigger exposes a
+        /// frame, whatever the queue then does with it, unless the sensor ignores the pulse.
+        @Sendable func pulseSensor(_ t: Trigger) -> Bool {
+            guard let externalSensor else { return true }
+            do { return try externalSensor.pulse(at: t.instant, width: width) } catch {
+                notices.yield(.notice("trigger \(t.sequence): \(error)"))
+                return false
+            }
+        }
+        /// Virtual time: what tells the feeder a trigger was handled (finished on the way out,
+        /// so a feeder still waiting goes on and ends).
+        var acknowledgements: AsyncStream<Void>.Continuation?
+        defer { acknowledgements?.finish() }
+        let feeder: Task<Void, Never>
+        if camera.pacesByDemand && externalSensor == nil {
+            // The camera's clock runs as fast as the CPU allows, and only while someone wants
+            // frames. Each trigger is passed on once the camera's frames have reached its
+            // instant, as it would be in real time: the frames up to it are asked for one at a
+            // time, so the clock never runs ahead of the triggers.
+            let (handledStream, handled) = AsyncStream<Void>.makeStream()
+            acknowledgements = handled
+            feeder = Task {
+                var handledAcks = handledStream.makeAsyncIterator()
+                // The newest frame seen and the frame period: the next frame is due at
+                // `now + period` (kept from trigger to trigger: a trigger soon after the last
+                // one needs no frame more, and pulling one would let the capture under way
+                // finish before the trigger is seen, as if it came later than it did).
+                var now = SensorTime(nanoseconds: 0)
+                var period = Duration.zero
+                for await t in source.triggers() {
+                    // Until the next frame may be the first exposed after the instant: the
+                    // capture is then asked for before that frame comes, as in real time.
+                    while now + period < t.instant {
+                        // Not while a capture's frames are being copied: in real time that takes
+                        // a few milliseconds, here the frames would race on meanwhile.
+                        await copies.waitUntilNone()
+                        var next: FrameMetadata?
+                        for await r in await session.requests(count: 1) { next = r.metadata }
+                        guard let next, let ts = next.sensorTimestamp else { break }
+                        now = max(now, ts)
+                        period = next.frameDuration ?? period
+                    }
+                    // No further frame is asked for until the capture for this trigger is
+                    // held by the session (a frame asked for before then could be the first
+                    // exposed after the instant and pass unseen: a frame's lag more) and the
+                    // frames of every capture under way are in.
+                    wake.yield(.trigger(t, handled: { handled.yield() }))
+                    _ = await handledAcks.next()
+                }
+                wake.yield(.sourceEnded)
+            }
+        } else {
+            feeder = Task {
+                for await t in source.triggers() {
+                    wake.yield(pulseSensor(t) ? .trigger(t) : .ignoredBySensor(t))
+                }
+                wake.yield(.sourceEnded)
+            }
+        }
+
+        // A triggered sensor has exposed the trigger's frame already, busy or not: each
+        // trigger's capture is asked of the session at once (the session takes them in order),
+        // up to `queue` in flight; past that the trigger is dropped (waiting would find no frame).
+        let external = externalSensor != nil
+        var q = external ? try TriggerQueue(policy: .drop, concurrency: options.queue) : try TriggerQueue(policy: options.policy, limit: options.queue)
+        var lags: [TriggerLag] = []
+        var sourceEnded = false
+        var stopping: String? { self.stopping.withLock { $0 } }
+        // Captures started and not finished (their files may still be being written), and the
+        // triggers whose frames are all captured.
+        var unfinished = 0
+        var framesDone: Set<UInt64> = []
+        /// Starts what the queue says; `handled` is called once every capture started is held
+        /// by the session (at once if none was started).
+        func start(_ actions: [TriggerQueue.Action], handled: (@Sendable () -> Void)? = nil) {
+            var handled = handled
+            for a in actions {
+                switch a {
+                case .capture(let t):
+                    unfinished += 1
+                    let registered = handled ?? {}
+                    handled = nil
+                    Task {
+                        let result = await self.capture(t, registered: registered,
+                                                        framesCaptured: { wake.yield(.framesCaptured(t)) })
+                        wake.yield(.finished(t, result))
+                    }
+                case .dropped(let t):
+                    emit(.dropped(t, reason: external ? "\(options.queue) captures in flight, --queue \(options.queue)" : "busy, --policy \(options.policy.rawValue)"))
+                case .coalesced(let t):
+                    emit(.coalesced(t))
+                }
+            }
+            handled?()
+        }
+        /// The queue's capture is over (its frames are in, or it failed): the next may start.
+        func captureOver(_ t: Trigger, failed: Bool) {
+            if let count = options.count, q.counts.captured + q.counts.failed + 1 >= count, stopping == nil {
+                self.stopping.withLock { $0 = $0 ?? "--count" }
+            }
+            // Once stopping, what waits is dropped and counted, not captured.
+            start(q.finished(failed: failed, stopping: stopping != nil))
+        }
+        loop: for await e in internalEvents {
+            var changed = true
+            switch e {
+            case .ignoredBySensor(let t):
+                _ = q.refused(t)
+                emit(.dropped(t, reason: "the sensor ignored the pulse (it came while the previous frame was being read out)"))
+            case .trigger(let t, _) where external:
+                // No more captures than `count` asks for are started.
+                if let count = options.count, stopping == nil, q.counts.captured + q.counts.failed + q.inFlight.count >= count {
+                    _ = q.refused(t)
+                    emit(.dropped(t, reason: "--count reached"))
+                } else if stopping == nil {
+                    start(q.arrived(t))
+                }
+            case .trigger(let t, let handled):
+                if stopping == nil { start(q.arrived(t), handled: handled) } else { handled?() }
+            case .framesCaptured(let t):
+                // A triggered sensor's captures are over when they finish: they run together.
+                if external { break }
+                framesDone.insert(t.sequence)
+                captureOver(t, failed: false)
+            case .finished(let t, let result):
+                unfinished -= 1
+                switch result {
+                case .success(let c):
+                    lags.append(c.lag)
+                    if lags.count > 100_000 { lags.removeFirst(lags.count - 100_000) }
+                    emit(.captured(t, c))
+                case .failure(let error):
+                    let ignored = externalSensor?.pulsesIgnored ?? 0
+                    emit(.failed(t, ignored > 0 ? ShutterbugError(error.code, "\(error.message) (the sensor ignored \(ignored) pulse\(ignored == 1 ? "" : "s") that came while the previous frame was being read out)", errno: error.errno) : error))
+                }
+                // A capture that failed before its frames were in ends the queue's capture now.
+                if framesDone.remove(t.sequence) == nil {
+                    captureOver(t, failed: { if case .failure = result { return true } else { return false } }())
+                }
+            case .stop:
+                changed = false
+            case .sourceEnded:
+                sourceEnded = true
+                changed = false
+            }
+            if changed { emit(.progress(q.counts, lags: lags)) }
+            if (stopping != nil || sourceEnded) && q.busy == nil && unfinished == 0 { break loop }
+        }
+        feeder.cancel()
+        h.stop()
+        q.lostBySource(h.kernelLost())
+        let failure = stopping == nil ? source.failure : nil
+        emit(.progress(q.counts, lags: lags))
+        emit(.finished(Summary(source: source.name, counts: q.counts, lags: lags, stoppedBy: stopping ?? failure?.description ?? "the trigger source ended",
+                               sourceFailure: failure)))
+    }
+
+    /// One capture exposed after `t`, with its lags. In real time delivery and files are timed
+    /// on CLOCK_MONOTONIC too; in virtual time only the lag to exposure start (on the camera's
+    /// clock) means something. The busy line is held from the start until the capture's frames
+    /// are all captured (or it fails).
+    private func capture(_ t: Trigger, registered: @Sendable () -> Void, framesCaptured: @Sendable () -> Void) async -> Result<Captured, ShutterbugError> {
+        let settings = PhotoSettings(bracket: options.bracket, formats: options.formats, trigger: t)
+        let frames = options.bracket?.count ?? 1
+        let realTime = !camera.pacesByDemand
+        var c = Captured(lag: TriggerLag(trigger: t.instant, exposureStart: t.instant), sequences: [], files: [], failures: [], adjustments: [],
+                         uniqueID: settings.uniqueID, steps: frames)
+        var firstStart: SensorTime?, delivered: SensorTime?
+        var held: ContinuousClock.Instant?
+        var announced = false
+        /// The session holds the capture once it resolved its settings (or it is over).
+        var isRegistered = false
+        func sessionHoldsIt() {
+            guard !isRegistered else { return }
+            isRegistered = true
+            registered()
+        }
+        defer { sessionHoldsIt() }
+        /// Its frames are all exposed and being copied (real time, no time at all on a virtual
+        /// clock): the virtual-time feeder takes no further frame until they are in.
+        var copyingNow = false
+        func copying() {
+            guard !copyingNow else { return }
+            copyingNow = true
+            copies.enter()
+        }
+        defer { if copyingNow { copies.leave() } }
+        /// The frames are in: the busy line goes inactive, and the queue may start the next.
+        func framesIn() {
+            if copyingNow, c.sequences.count == frames {
+                copyingNow = false
+                copies.leave()
+            }
+            if !announced, c.sequences.count == frames {
+                announced = true
+                framesCaptured()
+            }
+            guard let h = held, let busy else { return }
+            held = nil
+            try? busy.release()
+            c.busy = ContinuousClock.now - h
+        }
+        func photo(_ m: FrameMetadata) {
+            c.sequences.append(m.sequence)
+            if firstStart == nil {
+                firstStart = m.earliestExposureStart
+                c.exposureStart = firstStart
+                delivered = realTime ? MonotonicClock.now() : nil
+            }
+            if c.sequences.count == frames { framesIn() }
+        }
+        do {
+            if let busy {
+                try busy.hold()
+                held = ContinuousClock.now
+            }
+            defer { framesIn() }
+            if let writer {
+                for try await e in writer.capture(settings, on: session) {
+                    observe?(e)
+                    switch e {
+                    case .settingsResolved(let r):
+                        c.adjustments += r.adjustments
+                        sessionHoldsIt()
+                    case .exposureEnded: copying()
+                    case .photoCaptured(_, let m): photo(m)
+                    case .fileWritten(let f): c.files.append(f)
+                    case .writeFailed(_, let format, let error): c.failures.append("\(format): \(error.message)")
+                    case .notice(let n): emit(.notice(n))
+                    default: break
+                    }
+                }
+                c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered, filesWritten: realTime ? MonotonicClock.now() : nil)
+            } else {
+                for try await e in await session.capture(settings) {
+                    switch e {
+                    case .settingsResolved(let r):
+                        c.adjustments += r.adjustments
+                        sessionHoldsIt()
+                    case .exposureEnded: copying()
+                    case .photo(let p):
+                        photo(p.metadata)
+                        p.release()
+                    default: break
+                    }
+                }
+                c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered)
+            }
+            return .success(c)
+        } catch let e as ShutterbugError {
+            return .failure(e)
+        } catch {
+            return .failure(ShutterbugError(.system, "\(error)"))
+        }
+    }
+}
+
+/// A count of things under way, and waiting until there are none.
+final class Gate: Sendable {
+    private let state = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
+
+    func enter() { state.withLock { $0.count += 1 } }
+
+    func leave() {
+        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.count -= 1
+            guard s.count == 0 else { return [] }
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for w in ready { w.resume() }
+    }
+
+    func waitUntilNone() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.count == 0 { return true }
+                s.waiters.append(c)
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+}
