@@ -82,7 +82,11 @@ let package = Package(
         .target(name: "ConfigFile", dependencies: [.product(name: "Yams", package: "Yams")], path: "Sources/Service/ConfigFile"),
         .target(name: "Jobs", dependencies: ["CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "Journal", "ShutterbugCore", "Timelapse",
                                              .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")], path: "Sources/Service/Jobs"),
-        .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Jobs", "Journal", "Timelapse", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird"),
+        // A job's and a trigger's options (swift-argument-parser), the one schema the command
+        // line, job files, the configuration and the API share.
+        .target(name: "JobOptions", dependencies: ["CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "Jobs", "LinuxGPIO", "ProcessTriggers", "ShutterbugCore", "Timelapse",
+                                                   .product(name: "ArgumentParser", package: "swift-argument-parser")], path: "Sources/Service/JobOptions"),
+        .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Jobs", "JobOptions", "Journal", "Timelapse", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird"),
                                                .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
                                                .product(name: "Logging", package: "swift-log")],
                 path: "Sources/Service/Server"),
@@ -95,7 +99,7 @@ let package = Package(
             name: "shutterbug",
             dependencies: [
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
-                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "Systemd", "Server", "ConfigFile", "Doctor",
+                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "JobOptions", "Systemd", "Server", "ConfigFile", "Doctor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -14,9 +14,12 @@ import Timelapse
 /// reopened after a failure) or one it shares (paused, failed when the camera goes).
 @Suite("A timelapse job as a library service, in virtual time", .timeLimit(.minutes(3)))
 struct TimelapseJobTests {
+    /// Slots from two seconds on at least: a slot sooner than the lock's lead cannot be
+    /// phase-locked (the frames before it are already gone), wherever the grid happens to fall.
     func spec(interval: Duration = .seconds(10), count: Int, biases: [Double] = [-1, 0, 1]) -> TimelapseJobSpec {
-        TimelapseJobSpec(name: "job", biases: biases, manual: nil, formats: [.jpeg], template: FileNameTemplate.default.pattern,
-                         journalSpec: "interval=\(interval) ev=\(biases)", start: nil) { start, _ in
+        let soon = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + 2_000_000_000)
+        return TimelapseJobSpec(name: "job", biases: biases, manual: nil, formats: [.jpeg], template: FileNameTemplate.default.pattern,
+                                journalSpec: "interval=\(interval) ev=\(biases)", start: soon) { start, _ in
             TimelapseSchedule.Plan(interval: interval, start: start, end: nil, count: count)
         }
     }

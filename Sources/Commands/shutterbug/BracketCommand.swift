@@ -1,6 +1,7 @@
 import ArgumentParser
 import Capture
 import ImageOutput
+import JobOptions
 import KMS
 import CaptureScheduler
 import LibcameraBackend
@@ -99,19 +100,7 @@ struct Bracket: AsyncParsableCommand {
     func formats() throws -> Set<PhotoFormat> { try Self.formats(parsing: format) }
 
     /// `--format`: dng, jpeg or both, comma-separated (shared with `trigger`).
-    static func formats(parsing format: String) throws -> Set<PhotoFormat> {
-        var set = Set<PhotoFormat>()
-        for item in format.split(separator: ",") {
-            let word = item.trimmingCharacters().lowercased()
-            switch word {
-            case "dng", "raw": set.insert(.dng)
-            case "jpeg", "jpg": set.insert(.jpeg)
-            default: throw ValidationError("--format takes dng, jpeg or dng,jpeg, not '\(format)'")
-            }
-        }
-        guard !set.isEmpty else { throw ValidationError("--format takes dng, jpeg or dng,jpeg, not '\(format)'") }
-        return set
-    }
+    static func formats(parsing format: String) throws -> Set<PhotoFormat> { try PhotoFormats.parse(format) }
 
     /// What the files say about the camera: its profile, or what libcamera reports of it.
     static func cameraDescription(_ cam: any CameraBackend, _ config: CameraConfiguration) -> CameraDescription {

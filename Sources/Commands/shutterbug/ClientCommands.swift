@@ -1,4 +1,5 @@
 import ArgumentParser
+import JobOptions
 import Foundation
 import ConfigFile
 import Server

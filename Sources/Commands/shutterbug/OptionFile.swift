@@ -1,5 +1,6 @@
 import ArgumentParser
 import ConfigFile
+import JobOptions
 
 /// A command's options kept in a YAML file whose keys are the command's long options: a
 /// timelapse job (`shutterbug timelapse --job-file roof.yaml`: `interval: 30s`, `ev: [-2, 0, 2]`)
@@ -43,11 +44,10 @@ struct OptionFile: Sendable {
     static let trigger = OptionFile(command: "trigger", option: "--trigger-file", what: "trigger",
                                     parse: { _ = try TriggerCommand.parseAsRoot($0) }, message: { TriggerCommand.message(for: $0) })
     static let jobs = Section(key: "jobs", what: "job", command: timelapse,
-                              allowed: ["interval", "at", "count", "until", "start", "ev", "exposures", "gain", "format", "lens", "max-exposure", "max-gain",
-                                        "ramp-step", "night-offset", "wb-step", "reserve", "keep", "keep-days", "no-phase-lock", "ignore-existing-photos"],
+                              allowed: TimelapseJobOptions.serviceKeys,
                               fixed: { ["--job", $0, "--output", "/"] })
     static let triggers = Section(key: "triggers", what: "trigger", command: trigger,
-                                  allowed: ["gpio", "edge", "debounce", "bias", "active-low", "simulated", "ev", "format", "policy", "queue"],
+                                  allowed: TriggerOptions.serviceKeys,
                                   fixed: { _ in [] })
     static let serve = OptionFile(command: "serve", option: "--config", what: "configuration",
                                   parse: { _ = try ServeCommand.parseAsRoot($0) }, message: { ServeCommand.message(for: $0) },

@@ -1,4 +1,5 @@
 import ArgumentParser
+import JobOptions
 import Capture
 import KMS
 import ProcessTriggers

@@ -1,4 +1,5 @@
 import ArgumentParser
+import JobOptions
 import ShutterbugCore
 
 /// The one rule every command follows for DNG's raw stream. On a Pi the raw stream picks the

@@ -1,4 +1,5 @@
 import ArgumentParser
+import JobOptions
 import Capture
 import Hummingbird
 import ImageOutput
@@ -104,58 +105,6 @@ struct ServeCommand: AsyncParsableCommand {
         return words
     }
 
-    /// A job from its name and `shutterbug timelapse`'s options, as the configuration's `jobs:`
-    /// and `POST /api/jobs` give them.
-    ///
-    /// - Throws: `invalidArgument` naming the option and its accepted range.
-    static func job(name: String, words: [String]) throws -> JobDefinition {
-        let section = OptionFile.jobs
-        for w in words where w.hasPrefix("--") && !section.allowed.contains(String(w.dropFirst(2))) {
-            throw ShutterbugError(.invalidArgument, "\(w.dropFirst(2)): not an option of a job in the service; a job's options are \(section.allowed.joined(separator: ", "))")
-        }
-        do {
-            guard let command = try TimelapseCommand.parseAsRoot(words + section.fixed(name)) as? TimelapseCommand else {
-                throw ShutterbugError(.invalidArgument, "not a timelapse job")
-            }
-            return JobDefinition(name: name, arguments: words, spec: try command.jobSpec(), lens: command.lens)
-        } catch let e as ShutterbugError {
-            throw e
-        } catch {
-            throw ShutterbugError(.invalidArgument, OptionFile.plain(TimelapseCommand.message(for: error)))
-        }
-    }
-
-    /// A trigger from its name and `shutterbug trigger`'s options (a GPIO line or a simulated
-    /// pattern, the capture's bracket and formats, the queue policy).
-    static func trigger(name: String, words: [String]) throws -> TriggerDefinition {
-        let command: TriggerCommand
-        do {
-            guard let c = try TriggerCommand.parseAsRoot(words) as? TriggerCommand else { throw ShutterbugError(.invalidArgument, "not a trigger") }
-            command = c
-        } catch let e as ShutterbugError {
-            throw e
-        } catch {
-            throw ShutterbugError(.invalidArgument, OptionFile.plain(TriggerCommand.message(for: error)))
-        }
-        guard command.gpio != nil || command.simulated != nil else {
-            throw ShutterbugError(.invalidArgument, "a trigger in the service has a gpio line or a simulated pattern")
-        }
-        let biases = try command.ev.map { try NumericInput.numbers($0, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") }
-        let pattern = try command.simulated.map { try TriggerCommand.pattern($0) }
-        let debounce = try command.debouncePeriod()
-        let (gpio, edge, bias, activeLow) = (command.gpio, command.edge, command.bias, command.activeLow)
-        return TriggerDefinition(name: name, arguments: words, bracket: biases.map { .exposureBias($0) }, formats: try command.formats(),
-                                 policy: TriggerPolicy(rawValue: command.policy) ?? .queue, queue: command.queue) { now in
-            if let gpio {
-                let edges: GPIOEdges = edge == "rising" ? .rising : edge == "both" ? .both : .falling
-                let g = try GPIOTriggerSource(line: gpio, edges: edges, bias: bias.flatMap(GPIOBias.init), activeLow: activeLow, debounce: debounce)
-                return TriggerHandle(source: g, stop: { g.stopAndWait() }, kernelLost: { g.kernelLost })
-            }
-            // A simulated pattern ends when its consumer stops listening.
-            return TriggerHandle(source: PatternTriggerSource(pattern!, count: 1_000_000, start: now + .milliseconds(100), realTime: true), stop: {})
-        }
-    }
-
     /// The jobs and triggers the configuration file declares, or its mistakes, each at its line.
     /// `output`: the service's output directory (the command line's may stand in for the file's).
     static func declared(configuration path: String?, output: String) throws -> (CameraService.Declared, [String: [String]]) {
@@ -167,10 +116,10 @@ struct ServeCommand: AsyncParsableCommand {
         let entries = try OptionFile.serve.entries(path: path)
         var d = CameraService.Declared()
         for e in entries["jobs"] ?? [] {
-            d.jobs.append(try job(name: e.name ?? "", words: e.options.flatMap(\.arguments)))
+            d.jobs.append(try JobDefinition(name: e.name ?? "", words: e.options.flatMap(\.arguments)))
         }
         for e in entries["triggers"] ?? [] {
-            d.triggers.append(try trigger(name: e.name ?? "", words: e.options.flatMap(\.arguments)))
+            d.triggers.append(try TriggerDefinition(name: e.name ?? "", words: e.options.flatMap(\.arguments)))
         }
         // The service's own options, to tell a reload which of them need a restart.
         let top = (try? OptionDocument(path: path).options(nested: ["jobs", "triggers"]).options) ?? []
@@ -236,7 +185,7 @@ struct ServeCommand: AsyncParsableCommand {
             current.withLock { $0 = (d, top) }
             return r
         }
-        let hooks = HTTPAPI.Hooks(makeJob: { name, words in try Self.job(name: name, words: words) }, reload: reload, configuration: {
+        let hooks = HTTPAPI.Hooks(reload: reload, configuration: {
             let d = current.withLock { $0.0 }
             return .init(file: configPath, options: effective, jobs: d.jobs.map { .init(name: $0.name, options: $0.arguments) },
                          triggers: d.triggers.map { .init(name: $0.name, options: $0.arguments) })

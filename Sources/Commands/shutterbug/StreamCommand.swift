@@ -1,5 +1,6 @@
 import Synchronization
 import ArgumentParser
+import JobOptions
 import Capture
 import ShutterbugCore
 import SimulatedCamera

@@ -1,4 +1,5 @@
 import ArgumentParser
+import JobOptions
 import Capture
 import CaptureScheduler
 import ImageOutput
@@ -30,39 +31,8 @@ struct TriggerCommand: AsyncParsableCommand {
 
     @OptionGroup var camera: CameraOptions
     @OptionGroup var previewOptions: PreviewOptions
-
-    @Option(name: .long, help: ArgumentHelp("A GPIO line: its name (GPIO17, or a gpio-sim label) or CHIP:OFFSET (gpiochip0:17).", valueName: "line"))
-    var gpio: String?
-
-    @Option(name: .long, help: ArgumentHelp("GPIO edges that trigger: falling (a button to ground), rising or both.", valueName: "edge"))
-    var edge: String = "falling"
-
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("GPIO debounce by the kernel: 10ms, 500us (1 µs...1 s).", valueName: "time"))
-    var debounce: String?
-
-    @Option(name: .long, help: ArgumentHelp("GPIO bias: pull-up, pull-down or disabled (default: as the line is).", valueName: "bias"))
-    var bias: String?
-
-    @Flag(name: .long, help: "GPIO: the line is active-low.")
-    var activeLow = false
-
-    @Flag(name: .long, help: "Trigger on SIGUSR1 (kill -USR1 PID).")
-    var signal = false
-
-    @Flag(name: .long, help: "Trigger on Enter (each line on standard input).")
-    var keypress = false
-
-    @Option(name: .long, help: ArgumentHelp("A simulated pattern: regular:200ms, poisson:200ms (mean gap) or burst:3,10ms,1s (count, spacing, pause).", valueName: "pattern"))
-    var simulated: String?
-
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Exposure biases for a bracket per trigger, e.g. -2,0,2.", valueName: "ev,..."))
-    var ev: String?
-
-    @Option(name: .long, help: ArgumentHelp("While a capture runs, further triggers are queued (up to --queue), coalesced into one (the newest) or dropped.", valueName: "queue|coalesce|drop"))
-    var policy: String = "queue"
-
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Triggers that may wait with --policy queue (1...64).", valueName: "n"))
-    var queue: Int = 8
+    /// The source and the capture each trigger asks for (also a service trigger's options).
+    @OptionGroup var options: TriggerOptions
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Stop after this many captures (1...1000000).", valueName: "n"))
     var count: Int?
@@ -75,9 +45,6 @@ struct TriggerCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Write each capture's photos (DNG and JPEG) and sidecar here.", valueName: "dir"))
     var output: String?
-
-    @Option(name: .long, help: ArgumentHelp("File formats with --output: dng, jpeg, or both.", valueName: "dng,jpeg"))
-    var format: String = "jpeg"
 
     @Option(name: .long, help: ArgumentHelp("With DNG: the raw stream's size, which picks the sensor mode on a Pi (e.g. 4056x3040 for the HQ camera's full-resolution mode); default the mode the processed stream runs in alone.", valueName: "WxH"))
     var rawSize: String?
@@ -96,24 +63,14 @@ struct TriggerCommand: AsyncParsableCommand {
 
     func validate() throws {
         _ = try NumericInput.size(rawSize, "--raw-size", example: "2028x1520")
-        let sources = [gpio != nil, signal, keypress, simulated != nil].filter { $0 }.count
-        guard sources == 1 else { throw ValidationError("give exactly one trigger source: --gpio LINE, --signal, --keypress or --simulated PATTERN") }
-        guard ["falling", "rising", "both"].contains(edge) else { throw ValidationError("--edge must be falling, rising or both, not '\(edge)'") }
-        if let bias, GPIOBias(rawValue: bias) == nil { throw ValidationError("--bias must be pull-up, pull-down or disabled, not '\(bias)'") }
-        _ = try debouncePeriod()
-        if let simulated { _ = try Self.pattern(simulated) }
-        if let ev { _ = try NumericInput.numbers(ev, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") }
-        guard TriggerPolicy(rawValue: policy) != nil else { throw ValidationError("--policy must be queue, coalesce or drop, not '\(policy)'") }
-        guard TriggerQueue.limitRange.contains(queue) else { throw ValidationError("--queue must be in 1...64, not \(queue)") }
         if let count, !(1...1_000_000).contains(count) { throw ValidationError("--count must be in 1...1000000, not \(count)") }
         if let duration { try NumericInput.check(duration, "--duration", in: 0.1...31_536_000, unit: "s") }
         guard ["still", "video", "viewfinder"].contains(role) else { throw ValidationError("--role must be still, video or viewfinder, not '\(role)'") }
-        if camera.virtualTime && simulated == nil {
+        if camera.virtualTime && options.simulated == nil {
             throw ValidationError("--virtual-time runs the camera on its own clock; a GPIO edge, a signal or Enter happens on CLOCK_MONOTONIC: drop --virtual-time")
         }
-        _ = try formats()
         _ = try pulse()
-        if camera.externalTrigger && ev != nil {
+        if camera.externalTrigger && options.ev != nil {
             throw ValidationError("--ev needs a free-running sensor: with --external-trigger each pulse exposes one frame for the pulse's width")
         }
     }
@@ -123,39 +80,14 @@ struct TriggerCommand: AsyncParsableCommand {
         try NumericInput.exposure(Substring(pulseWidth), "--pulse-width", in: 1e-6...15, kind: "a time")
     }
 
-    func formats() throws -> Set<PhotoFormat> { try Bracket.formats(parsing: format) }
-
-    /// The kernel's debounce period, 1 µs...1 s.
-    func debouncePeriod() throws -> Duration? {
-        try debounce.map { try NumericInput.exposure(Substring($0), "--debounce", in: 1e-6...1, kind: "a time") }
-    }
-
-    /// regular:200ms, poisson:200ms, burst:3,10ms,1s.
-    static func pattern(_ text: String) throws -> PatternTriggerSource.Pattern {
-        let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
-        let form = "--simulated takes regular:200ms, poisson:200ms or burst:3,10ms,1s"
-        guard parts.count == 2 else { throw ValidationError("\(form), not '\(text)'") }
-        func time(_ s: String) throws -> Duration { try NumericInput.exposure(Substring(s), "--simulated", in: 0.001...3600, kind: "a time") }
-        switch parts[0] {
-        case "regular": return .regular(period: try time(parts[1]))
-        case "poisson": return .poisson(mean: try time(parts[1]), seed: 1)
-        case "burst":
-            let b = parts[1].split(separator: ",").map(String.init)
-            guard b.count == 3, let n = Int(b[0]), (1...1000).contains(n) else { throw ValidationError("\(form) (count 1...1000), not '\(text)'") }
-            return .burst(count: n, spacing: try time(b[1]), pause: try time(b[2]))
-        default: throw ValidationError("\(form), not '\(text)'")
-        }
-    }
-
     func run() async throws {
         let cam = try camera.open()
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
         let preview = previewOptions.open()
         defer { preview?.close() }
-        let formats = try self.formats()
-        let biases = try ev.map { try NumericInput.numbers($0, "--ev", in: -8...8, unit: "stops", example: "-2,0,2") }
-        let bracket: BracketSettings? = biases.map { .exposureBias($0) }
+        let formats = try options.formats()
+        let bracket = try options.bracket()
         let processed = StreamRequest(role: StreamRole(rawValue: role)!)
         let (planned, rawRule) = try RawStreamRule.streams(for: cam, processed: processed, raw: output != nil && formats.contains(.dng), rawSize: rawSize)
         var streams = planned
@@ -196,29 +128,8 @@ struct TriggerCommand: AsyncParsableCommand {
         if let busy, !json { notice("busy line: \(busyLine!) (\(busy.chipPath) line \(busy.offset))\(busyActiveLow ? ", active-low" : "")") }
 
         // The source, opened on the camera's clock once the job has armed on settled frames.
-        let (gpio, edge, bias, activeLow, debounce, signal, keypress, simulated, virtualTime) =
-            (self.gpio, self.edge, self.bias, self.activeLow, try debouncePeriod(), self.signal, self.keypress, self.simulated, camera.virtualTime)
-        let open: @Sendable (SensorTime) throws -> TriggerHandle = { start in
-            if let gpio {
-                let edges: GPIOEdges = edge == "rising" ? .rising : edge == "both" ? .both : .falling
-                let g = try GPIOTriggerSource(line: gpio, edges: edges, bias: bias.flatMap(GPIOBias.init), activeLow: activeLow, debounce: debounce)
-                notice("waiting for \(edge) edges on \(gpio) (\(g.chipPath) line \(g.offset))")
-                return TriggerHandle(source: g, stop: { g.stopAndWait() }, kernelLost: { g.kernelLost })
-            }
-            if signal {
-                let s = try SignalTriggerSource(signal: SIGUSR1, name: "SIGUSR1")
-                notice("waiting for SIGUSR1: kill -USR1 \(getpid())")
-                return TriggerHandle(source: s, stop: { s.stop() })
-            }
-            if keypress {
-                let k = try KeypressTriggerSource()
-                notice("press Enter to capture")
-                return TriggerHandle(source: k, stop: { k.stop() })
-            }
-            let p = PatternTriggerSource(try Self.pattern(simulated!), count: 1_000_000, start: start + .milliseconds(100), realTime: !virtualTime)
-            return TriggerHandle(source: p, stop: {})
-        }
-        let job = TriggerJob(options: .init(bracket: bracket, formats: formats, policy: TriggerPolicy(rawValue: policy)!, queue: queue, count: count, pulseWidth: width),
+        let open = try options.source(realTime: !camera.virtualTime, announce: { notice($0) })
+        let job = TriggerJob(options: try options.jobOptions(count: count, pulseWidth: width),
                              session: session, camera: cam, writer: writer, busy: busy, open: open)
         let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
         var tasks = stops.map { s in Task { for await _ in s.triggers() { job.stop(s.name); return } } }
@@ -227,7 +138,7 @@ struct TriggerCommand: AsyncParsableCommand {
             tasks.forEach { $0.cancel() }
             stops.forEach { $0.stop() }
         }
-        let (json, policy) = (json, policy)
+        let (json, policy) = (json, options.policy)
         let header = "trigger on \(cam.info.id) (\(externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running")): \(config.streams[0])"
         let printing = Task { () -> TriggerJob.Summary? in
             var summary: TriggerJob.Summary?

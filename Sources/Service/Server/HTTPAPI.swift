@@ -181,22 +181,16 @@ public enum HTTPAPI {
 
     /// What the API needs from the command that runs the service.
     public struct Hooks: Sendable {
-        /// Makes a job from its name and `shutterbug timelapse`'s options as command-line words,
-        /// or throws `invalidArgument` with the message naming the option and its range.
-        public var makeJob: @Sendable (_ name: String, _ arguments: [String]) throws -> JobDefinition
         /// Reads the configuration file again and applies it (SIGHUP does the same).
         public var reload: @Sendable () async throws -> CameraService.Reload
         /// The effective configuration, as JSON.
         public var configuration: @Sendable () async -> EffectiveConfiguration
-        public init(makeJob: @escaping @Sendable (String, [String]) throws -> JobDefinition, reload: @escaping @Sendable () async throws -> CameraService.Reload,
-                    configuration: @escaping @Sendable () async -> EffectiveConfiguration) {
-            self.makeJob = makeJob
+        public init(reload: @escaping @Sendable () async throws -> CameraService.Reload, configuration: @escaping @Sendable () async -> EffectiveConfiguration) {
             self.reload = reload
             self.configuration = configuration
         }
 
-        public static let none = Hooks(makeJob: { _, _ in throw ShutterbugError(.unsupported, "this service takes no jobs") },
-                                       reload: { throw ShutterbugError(.unsupported, "this service has no configuration file to reload") },
+        public static let none = Hooks(reload: { throw ShutterbugError(.unsupported, "this service has no configuration file to reload") },
                                        configuration: { EffectiveConfiguration() })
     }
 
@@ -369,7 +363,7 @@ public enum HTTPAPI {
                 case .success(let w): words = w
                 }
                 do {
-                    let def = try hooks.makeJob(name, words)
+                    let def = try JobDefinition(name: name, words: words)
                     return try json(try await service.createJob(def), status: .created)
                 } catch let e as ShutterbugError {
                     return refusal(e)

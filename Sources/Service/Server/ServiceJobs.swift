@@ -1,6 +1,7 @@
 import Capture
 import CaptureScheduler
 import ImageOutput
+import JobOptions
 import Jobs
 import Journal
 import Logging
@@ -32,6 +33,27 @@ public struct JobDefinition: Sendable {
 
     /// The job's files and journal, under the service's output directory.
     public var folder: String { name }
+
+    /// A job from its name and `shutterbug timelapse`'s job options as command-line words, as
+    /// the configuration's `jobs:` and `POST /api/jobs` give them (`TimelapseJobOptions`).
+    ///
+    /// - Throws: `invalidArgument` naming the option and its accepted range.
+    public init(name: String, words: [String]) throws {
+        let allowed = TimelapseJobOptions.serviceKeys
+        for w in words where w.hasPrefix("--") && !allowed.contains(String(w.dropFirst(2))) {
+            throw ShutterbugError(.invalidArgument, "\(w.dropFirst(2)): not an option of a job in the service; a job's options are \(allowed.joined(separator: ", "))")
+        }
+        let options: TimelapseJobOptions
+        do {
+            options = try TimelapseJobOptions.parse(words)
+        } catch {
+            throw ShutterbugError(.invalidArgument, TimelapseJobOptions.plainMessage(for: error))
+        }
+        guard !name.isEmpty, name.count <= 64, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }), !name.hasPrefix(".") else {
+            throw ShutterbugError(.invalidArgument, "a job's name must be 1 to 64 letters, digits, '-', '_' or '.' (it names the job's folder), not '\(name)'")
+        }
+        self.init(name: name, arguments: words, spec: try options.jobSpec(job: name, template: FileNameTemplate.default.pattern, camera: nil), lens: options.lens)
+    }
 }
 
 /// A job's progress, as `/api/jobs` reports it.

@@ -1,5 +1,6 @@
 import Capture
 import ImageOutput
+import JobOptions
 import Jobs
 import CaptureScheduler
 import Logging
@@ -28,6 +29,25 @@ public struct TriggerDefinition: Sendable {
         self.policy = policy
         self.queue = queue
         self.open = open
+    }
+
+    /// A trigger from its name and `shutterbug trigger`'s options as command-line words (a GPIO
+    /// line or a simulated pattern, the capture's bracket and formats, the queue policy), as the
+    /// configuration's `triggers:` give them.
+    ///
+    /// - Throws: `invalidArgument` naming the option and its accepted range.
+    public init(name: String, words: [String]) throws {
+        let options: TriggerOptions
+        do {
+            options = try TriggerOptions.parse(words)
+        } catch {
+            throw ShutterbugError(.invalidArgument, TriggerOptions.plainMessage(for: error))
+        }
+        guard options.gpio != nil || options.simulated != nil else {
+            throw ShutterbugError(.invalidArgument, "a trigger in the service has a gpio line or a simulated pattern")
+        }
+        let job = try options.jobOptions()
+        self.init(name: name, arguments: words, bracket: job.bracket, formats: job.formats, policy: job.policy, queue: job.queue, open: try options.source(realTime: true))
     }
 }
 

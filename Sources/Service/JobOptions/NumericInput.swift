@@ -8,10 +8,10 @@ import ShutterbugCore
 /// or a `ValidationError` (exit status 64) naming the option, the value and the accepted range.
 /// Values inside the range that the sensor cannot do are adjusted later, and the adjustment
 /// reported; this only keeps numbers that no camera could mean (inf, nan, 1e308) out.
-enum NumericInput {
+public enum NumericInput {
     /// - Parameters:
     ///   - lowerOpen: the lower bound itself is not accepted (`(0, 1000]`).
-    static func check(_ value: Double, _ name: String, in range: ClosedRange<Double>, unit: String = "", lowerOpen: Bool = false) throws {
+    public static func check(_ value: Double, _ name: String, in range: ClosedRange<Double>, unit: String = "", lowerOpen: Bool = false) throws {
         let inside = value.isFinite && range.contains(value) && !(lowerOpen && value == range.lowerBound)
         guard inside else {
             let bounds = "\(show(range.lowerBound))...\(show(range.upperBound))\(unit.isEmpty ? "" : " " + unit)"
@@ -21,7 +21,7 @@ enum NumericInput {
 
     /// An exposure time from the CLI (`1/250`, `4ms`, `0.5s`), inside `range`; `kind` names
     /// it in the message ("a time" for a debounce or a trigger pattern).
-    static func exposure(_ text: Substring, _ name: String, in range: ClosedRange<Double> = 1e-6...3600, kind: String = "an exposure") throws -> Duration {
+    public static func exposure(_ text: Substring, _ name: String, in range: ClosedRange<Double> = 1e-6...3600, kind: String = "an exposure") throws -> Duration {
         let seconds: Double
         do {
             seconds = try ExposureParser.seconds(String(text))
@@ -35,7 +35,7 @@ enum NumericInput {
     }
 
     /// Comma-separated items; an empty item is an error, not silently dropped.
-    static func list(_ text: String, _ name: String, example: String, maxCount: Int = 32) throws -> [Substring] {
+    public static func list(_ text: String, _ name: String, example: String, maxCount: Int = 32) throws -> [Substring] {
         let items = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters() }
         if let empty = items.firstIndex(where: { $0.isEmpty }) {
             throw ValidationError("\(name) has an empty item at position \(empty + 1) in '\(text)'; write values separated by single commas, e.g. \(example)")
@@ -47,7 +47,7 @@ enum NumericInput {
     }
 
     /// Comma-separated numbers, each checked like `check`.
-    static func numbers(_ text: String, _ name: String, in range: ClosedRange<Double>, unit: String = "", example: String, maxCount: Int = 32) throws -> [Double] {
+    public static func numbers(_ text: String, _ name: String, in range: ClosedRange<Double>, unit: String = "", example: String, maxCount: Int = 32) throws -> [Double] {
         try list(text, name, example: example, maxCount: maxCount).map { item in
             guard let v = Double(item) else {
                 throw ValidationError("\(name) must be numbers separated by commas, e.g. \(example); '\(item)' is not a number")
@@ -58,7 +58,7 @@ enum NumericInput {
     }
 
     /// A `WIDTHxHEIGHT` size, each in 16...16384; `nil` for no text.
-    static func size(_ text: String?, _ name: String, example: String) throws -> (Int, Int)? {
+    public static func size(_ text: String?, _ name: String, example: String) throws -> (Int, Int)? {
         guard let text else { return nil }
         let parts = text.lowercased().split(separator: "x")
         guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (16...16384).contains(w), (16...16384).contains(h) else {
@@ -68,7 +68,7 @@ enum NumericInput {
     }
 
     /// A number as a person reads it: short, and never a trap for inf, nan or 1e308.
-    static func show(_ v: Double) -> String {
+    public static func show(_ v: Double) -> String {
         if v.isNaN { return "nan" }
         if v.isInfinite { return v < 0 ? "-inf" : "inf" }
         if v == v.rounded(), abs(v) < 1e15 { return String(Int64(v)) }
@@ -76,7 +76,7 @@ enum NumericInput {
     }
 
     /// A period: 30s, 5m, 2h, 1d, 500ms, or seconds.
-    static func period(_ text: String, _ name: String, in range: ClosedRange<Double>) throws -> Duration {
+    public static func period(_ text: String, _ name: String, in range: ClosedRange<Double>) throws -> Duration {
         let t = text.lowercased()
         let units: [(String, Double)] = [("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
         var seconds: Double?
@@ -92,7 +92,7 @@ enum NumericInput {
     }
 
     /// A wall time: 2026-12-01T08:00[:SS][Z] (local time unless it ends in Z), in ns since the epoch.
-    static func wallTime(_ text: String, _ name: String) throws -> WallClockTime {
+    public static func wallTime(_ text: String, _ name: String) throws -> WallClockTime {
         let utc = text.hasSuffix("Z")
         let body = utc ? String(text.dropLast()) : text
         let parts = body.split(whereSeparator: { "-T:".contains($0) }).map { Int32($0) }
@@ -113,5 +113,15 @@ enum NumericInput {
         }
         let seconds = utc ? timegm(&t) : mktime(&t)
         return WallClockTime(nanoseconds: Int64(seconds) * 1_000_000_000)
+    }
+}
+
+extension Substring {
+    /// Without the spaces around it.
+    func trimmingCharacters() -> Substring {
+        var s = self
+        while s.first == " " { s = s.dropFirst() }
+        while s.last == " " { s = s.dropLast() }
+        return s
     }
 }
