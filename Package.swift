@@ -58,24 +58,28 @@ let package = Package(
 
         // Core: pure Swift, clocks injected. Errno (swift-system) is the typed errno at the C
         // boundary.
-        .target(name: "ShutterbugCore", dependencies: ["CSystemShims", .product(name: "SystemPackage", package: "swift-system")], path: "Sources/Core/ShutterbugCore"),
+        .target(name: "ShutterbugCore", dependencies: [.product(name: "SystemPackage", package: "swift-system")], path: "Sources/Core/ShutterbugCore"),
+        // Threads, eventfd and poll, /proc: what the core's protocols run on (as NIOPosix
+        // beside NIOCore).
+        .target(name: "ShutterbugPosix", dependencies: ["ShutterbugCore", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
+                path: "Sources/Core/ShutterbugPosix"),
         .target(name: "CaptureScheduler", dependencies: ["ShutterbugCore"], path: "Sources/Core/CaptureScheduler"),
-        .target(name: "Capture", dependencies: ["ShutterbugCore", "CaptureScheduler"], path: "Sources/Core/Capture"),
+        .target(name: "Capture", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CaptureScheduler"], path: "Sources/Core/Capture"),
         .target(name: "Timelapse", dependencies: ["ShutterbugCore"], path: "Sources/Core/Timelapse"),
 
         // Backends: CameraBackend implementations.
-        .target(name: "SimulatedCamera", dependencies: ["ShutterbugCore", "CRawCodecs", "CSystemShims"], path: "Sources/Backends/SimulatedCamera"),
-        .target(name: "LibcameraBackend", dependencies: ["ShutterbugCore", "CLibcameraBridge"], path: "Sources/Backends/LibcameraBackend"),
+        .target(name: "SimulatedCamera", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CRawCodecs", "CSystemShims"], path: "Sources/Backends/SimulatedCamera"),
+        .target(name: "LibcameraBackend", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CLibcameraBridge"], path: "Sources/Backends/LibcameraBackend"),
 
         // Sinks and trigger sources: real kernel and library interfaces.
         .target(
             name: "ImageOutput",
-            dependencies: ["ShutterbugCore", "Capture", "CImageCodecs", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["ShutterbugPosix", "ShutterbugCore", "Capture", "CImageCodecs", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
             path: "Sources/Sinks/ImageOutput"
         ),
         .target(name: "Journal", dependencies: ["ShutterbugCore", "Timelapse", "CSQLite"], path: "Sources/Sinks/Journal"),
-        .target(name: "KMS", dependencies: ["ShutterbugCore", "CDRM", .product(name: "SystemPackage", package: "swift-system")], path: "Sources/Sinks/KMS"),
-        .target(name: "LinuxGPIO", dependencies: ["ShutterbugCore", "CGPIO"], path: "Sources/Triggers/LinuxGPIO"),
+        .target(name: "KMS", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CDRM", .product(name: "SystemPackage", package: "swift-system")], path: "Sources/Sinks/KMS"),
+        .target(name: "LinuxGPIO", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CGPIO"], path: "Sources/Triggers/LinuxGPIO"),
         // Service: what a long-running camera service needs besides the camera.
         .target(name: "Systemd", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Sources/Service/Systemd"),
         // Job files and the service's configuration: YAML (Yams), every key with its line.
@@ -92,12 +96,13 @@ let package = Package(
                 path: "Sources/Service/Server"),
         // `shutterbug doctor`: the system's facts read as the user, judged by pure checks.
         .target(name: "Doctor", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Service/Doctor"),
-        .target(name: "ProcessTriggers", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
+        .target(name: "ProcessTriggers", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 
         // Commands: argument parsing and printing.
         .executableTarget(
             name: "shutterbug",
             dependencies: [
+                "ShutterbugPosix",
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
                 "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "JobOptions", "Systemd", "Server", "ConfigFile", "Doctor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -111,6 +116,7 @@ let package = Package(
         .executableTarget(
             name: "shutterbug-bench",
             dependencies: [
+                "ShutterbugPosix",
                 "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS", "Journal",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -120,11 +126,11 @@ let package = Package(
         // Tests
         .target(
             name: "CameraConformance",
-            dependencies: ["ShutterbugCore"],
+            dependencies: ["ShutterbugPosix", "ShutterbugCore"],
             path: "Tests/CameraConformance"
         ),
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "ShutterbugCoreTests", dependencies: ["ShutterbugCore"]),
+        .testTarget(name: "ShutterbugCoreTests", dependencies: ["ShutterbugPosix", "ShutterbugCore"]),
         .testTarget(name: "TimelapseTests", dependencies: ["Timelapse", "Journal", "ShutterbugCore"]),
         .testTarget(
             name: "SimulatedCameraTests",
@@ -137,8 +143,8 @@ let package = Package(
                                                         .product(name: "HummingbirdTesting", package: "hummingbird")]),
         .testTarget(name: "DoctorTests", dependencies: ["Doctor"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "Journal", "ImageOutput", "Timelapse", "ShutterbugCore", "Capture", "CaptureScheduler", "SimulatedCamera", "ProcessTriggers"]),
-        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "ProcessTriggers"]),
-        .testTarget(name: "ImageOutputTests", dependencies: ["ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),
+        .testTarget(name: "CaptureTests", dependencies: ["ShutterbugPosix", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "ProcessTriggers"]),
+        .testTarget(name: "ImageOutputTests", dependencies: ["ShutterbugPosix", "ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),
         .testTarget(name: "BoardTests", dependencies: ["TestSupport", "LinuxGPIO", "KMS", "ShutterbugCore", "SimulatedCamera", "Capture", "CaptureScheduler"]),
         .testTarget(
             name: "LibcameraBackendTests",

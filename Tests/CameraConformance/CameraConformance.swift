@@ -1,4 +1,5 @@
 import ShutterbugCore
+import ShutterbugPosix
 import Testing
 
 /// The behaviour every `CameraBackend` must show, whatever is behind it: the simulated camera

@@ -1,6 +1,7 @@
 import Capture
 import CaptureScheduler
 import ShutterbugCore
+import ShutterbugPosix
 import SimulatedCamera
 import Testing
 

@@ -1,5 +1,6 @@
 import Capture
 import ShutterbugCore
+import ShutterbugPosix
 import SimulatedCamera
 import Testing
 

@@ -1,6 +1,7 @@
 @testable import Capture
 import CaptureScheduler
 import ShutterbugCore
+import ShutterbugPosix
 import SimulatedCamera
 import Synchronization
 import Glibc

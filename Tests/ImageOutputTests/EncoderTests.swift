@@ -2,6 +2,7 @@ import Capture
 import Foundation
 import ImageOutput
 import ShutterbugCore
+import ShutterbugPosix
 import Testing
 
 @Suite("Bayer packing, file names, durable writes, the pool", .timeLimit(.minutes(3)))

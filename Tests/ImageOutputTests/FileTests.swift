@@ -3,6 +3,7 @@ import CaptureScheduler
 import Foundation
 import ImageOutput
 import ShutterbugCore
+import ShutterbugPosix
 import SimulatedCamera
 import TestSupport
 import Testing

@@ -1,4 +1,5 @@
 import ShutterbugCore
+import ShutterbugPosix
 import Testing
 
 @Suite("Completion queue and ring", .timeLimit(.minutes(3)))

@@ -1,5 +1,6 @@
 import CLibcameraBridge
 import ShutterbugCore
+import ShutterbugPosix
 import Synchronization
 
 #if canImport(Glibc)

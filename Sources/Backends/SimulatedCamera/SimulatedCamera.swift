@@ -1,4 +1,5 @@
 import ShutterbugCore
+import ShutterbugPosix
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -324,11 +325,12 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             startCount += 1
             var options = self.options
             options.seed = options.seed &+ (startCount - 1) &* 0x9E37_79B9_7F4A_7C15
-            // Virtual time runs ahead of the monotonic clock; a camera started again (reopened
-            // after a fault, or after a timelapse stopped it between slots) goes on from where
-            // its virtual clock had got to, not back in time.
+            // Virtual time is its own: a camera started again (reopened after a fault, or after
+            // a timelapse stopped it between slots) goes on from where its virtual clock had got
+            // to. Never from the monotonic clock: on a busy machine virtual time falls behind
+            // it, and a camera that jumped to it skipped a timelapse's slot as 15 s late.
             let real = MonotonicClock.now()
-            let now = virtualClock.map { max(real, $0.now) } ?? real
+            let now = virtualClock?.now ?? real
             var pipeline = SimulatedPipeline(profile: profile, mode: mode, options: options, start: now, controls: strip(controls, unsupported))
             var wall = timespec()
             clock_gettime(CLOCK_REALTIME, &wall)

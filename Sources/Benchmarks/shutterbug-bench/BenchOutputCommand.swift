@@ -4,6 +4,7 @@ import CaptureScheduler
 import Foundation
 import ImageOutput
 import ShutterbugCore
+import ShutterbugPosix
 import SimulatedCamera
 
 #if canImport(Glibc)

@@ -3,6 +3,7 @@ import ArgumentParser
 import JobOptions
 import LibcameraBackend
 import ShutterbugCore
+import ShutterbugPosix
 import SimulatedCamera
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import CaptureScheduler
 import ShutterbugCore
+import ShutterbugPosix
 
 /// A configured, streaming camera that captures photos and brackets and locks settings, the
 /// analogue of AVFoundation's capture device plus photo output.
@@ -11,7 +12,7 @@ public actor CaptureSession {
     public let backend: any CameraBackend
     /// The thread the session runs on when it has one (the camera's): a completion is handled
     /// where it is heard, with no thread woken between libcamera's and this one.
-    let eventLoop: EventLoopExecutor?
+    let eventLoop: (any CameraEventLoop)?
     /// Otherwise a plain actor's executor, as if the session were one (shared: the helper
     /// holds no state and runs nothing of its own).
     let poolExecutor = PoolExecutorHost()
@@ -116,7 +117,7 @@ public actor CaptureSession {
     ///     else Swift's cooperative pool.
     public init(backend: any CameraBackend, clock: (@Sendable () -> SensorTime)? = nil,
                 timing: (@Sendable (CameraConfiguration) -> CameraTiming)? = nil,
-                memoryBudget: MemoryBudget = .system(), executor: EventLoopExecutor? = nil) {
+                memoryBudget: MemoryBudget = .system(), executor: (any CameraEventLoop)? = nil) {
         self.backend = backend
         self.eventLoop = executor ?? backend.executor
         self.framesOnTriggerOnly = backend.framesOnTriggerOnly

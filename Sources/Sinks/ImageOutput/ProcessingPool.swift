@@ -1,4 +1,5 @@
 import ShutterbugCore
+import ShutterbugPosix
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import CDRM
 import ShutterbugCore
+import ShutterbugPosix
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import CGPIO
 import ShutterbugCore
+import ShutterbugPosix
 import Synchronization
 
 #if canImport(Glibc)

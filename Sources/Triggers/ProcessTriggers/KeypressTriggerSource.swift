@@ -1,4 +1,5 @@
 import ShutterbugCore
+import ShutterbugPosix
 import Synchronization
 
 #if canImport(Glibc)

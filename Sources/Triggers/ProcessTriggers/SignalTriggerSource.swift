@@ -1,5 +1,6 @@
 import CSystemShims
 import ShutterbugCore
+import ShutterbugPosix
 import Synchronization
 
 #if canImport(Glibc)

@@ -87,7 +87,7 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// consumer may run on (libcamera: the thread that hears its completion eventfd). A
     /// `CaptureSession` runs its actor there, so a frame wakes no other thread; `nil` (the
     /// default): the session runs on the cooperative pool.
-    var executor: EventLoopExecutor? { get }
+    var executor: (any CameraEventLoop)? { get }
 
     /// Stops streaming. Every queued request is in `completions` (cancelled if unfilled) before
     /// this returns.
@@ -105,5 +105,5 @@ extension CameraBackend {
     public var pacesByDemand: Bool { false }
     public var framesOnTriggerOnly: Bool { false }
     public func allowFrames(_ allowed: Bool) {}
-    public var executor: EventLoopExecutor? { nil }
+    public var executor: (any CameraEventLoop)? { nil }
 }

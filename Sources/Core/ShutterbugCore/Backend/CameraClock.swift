@@ -1,5 +1,19 @@
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// CLOCK_MONOTONIC, the clock of `SensorTimestamp` and of GPIO edge events: read (never
+/// waited on) here, injected everywhere else through a `CameraClock`.
+public enum MonotonicClock {
+    public static func now() -> SensorTime {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return SensorTime(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
+    }
+}
+
 /// The clock a camera's frames are timed on, which outlives any one run of the camera: what a
 /// job waits on between slots, and what "now" means for its deadlines and trigger instants.
 ///

@@ -1,11 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// How much memory a camera configuration's buffers may take. A Raspberry Pi 4 allocates them
 /// from its CMA pool (often 256 to 512 MB, shared with the display), a Pi 5 from ordinary
 /// memory through its IOMMU; a 12 MP still and raw pair with 13 buffers each is about 550 MB
 /// (CAMERA-FACTS §9). A configuration over the budget is refused before anything is allocated.
+/// `MemoryBudget.system()` (ShutterbugPosix) reads the system's.
 public struct MemoryBudget: Sendable, Hashable, CustomStringConvertible {
     public var bytes: Int
     /// Where the figure came from, for messages ("CMA pool", "half the available memory").
@@ -16,56 +13,11 @@ public struct MemoryBudget: Sendable, Hashable, CustomStringConvertible {
         self.source = source
     }
 
-    /// `SHUTTERBUG_MEMORY_BUDGET_MB` if set; else the CMA pool where the kernel has one (the
-    /// Pi 4's buffers come from it), less a quarter for the display and codecs; else half the
-    /// memory available now.
-    public static func system(environment: [String: String] = Self.environment) -> MemoryBudget {
-        if let text = environment["SHUTTERBUG_MEMORY_BUDGET_MB"], let mb = Int(text), (1...1_048_576).contains(mb) {
-            return MemoryBudget(bytes: mb << 20, source: "SHUTTERBUG_MEMORY_BUDGET_MB")
-        }
-        let info = meminfo()
-        if let cma = info["CmaTotal"], cma > 0 {
-            return MemoryBudget(bytes: cma * 3 / 4, source: "three quarters of the \(megabytes(cma)) CMA pool")
-        }
-        if let available = info["MemAvailable"] {
-            return MemoryBudget(bytes: available / 2, source: "half the \(megabytes(available)) of memory available")
-        }
-        return MemoryBudget(bytes: 512 << 20, source: "the default (no /proc/meminfo)")
-    }
-
-    /// What is wrong with `SHUTTERBUG_MEMORY_BUDGET_MB` when it is set but unusable (it is
-    /// then ignored), for a command to say; `nil` when unset or fine.
-    public static func environmentProblem(environment: [String: String] = Self.environment) -> String? {
-        guard let text = environment["SHUTTERBUG_MEMORY_BUDGET_MB"] else { return nil }
-        if let mb = Int(text), (1...1_048_576).contains(mb) { return nil }
-        return "SHUTTERBUG_MEMORY_BUDGET_MB must be a whole number of MB in 1...1048576, not '\(text)'; ignored, using \(system(environment: [:]))"
-    }
-
     public var description: String { "\(Self.megabytes(bytes)) (\(source))" }
 
     /// "18.5 MB", in MiB with one decimal below 100.
     public static func megabytes(_ bytes: Int) -> String {
         let mb = Double(bytes) / 1_048_576
         return mb < 100 ? "\(Double(Int(mb * 10 + 0.5)) / 10) MB" : "\(Int(mb.rounded())) MB"
-    }
-
-    public static var environment: [String: String] {
-        var out: [String: String] = [:]
-        if let v = getenv("SHUTTERBUG_MEMORY_BUDGET_MB") { out["SHUTTERBUG_MEMORY_BUDGET_MB"] = String(cString: v) }
-        return out
-    }
-
-    /// /proc/meminfo's fields in bytes.
-    static func meminfo() -> [String: Int] {
-        guard let f = fopen("/proc/meminfo", "r") else { return [:] }
-        defer { fclose(f) }
-        var out: [String: Int] = [:]
-        var line = [CChar](repeating: 0, count: 256)
-        while fgets(&line, Int32(line.count), f) != nil {
-            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let parts = text.split(whereSeparator: { $0 == ":" || $0 == " " || $0 == "\n" })
-            if parts.count >= 2, let kb = Int(parts[1]) { out[String(parts[0])] = kb * 1024 }
-        }
-        return out
     }
 }

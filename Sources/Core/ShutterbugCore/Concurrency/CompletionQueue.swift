@@ -41,10 +41,10 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     /// The direct consumer: a completion is passed to `completion` as it is (borrowed, not
     /// copied into an event), the end to `end`.
     private final class Direct: Sendable {
-        let loop: EventLoopExecutor
+        let loop: any CameraEventLoop
         let completion: @Sendable (CompletedRequest) -> Void
         let end: @Sendable (ShutterbugError?) -> Void
-        init(loop: EventLoopExecutor, completion: @escaping @Sendable (CompletedRequest) -> Void, end: @escaping @Sendable (ShutterbugError?) -> Void) {
+        init(loop: any CameraEventLoop, completion: @escaping @Sendable (CompletedRequest) -> Void, end: @escaping @Sendable (ShutterbugError?) -> Void) {
             self.loop = loop
             self.completion = completion
             self.end = end
@@ -129,14 +129,14 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     /// may act as an actor on `loop` (`assumeIsolated`): it never runs inside one of its jobs.
     ///
     /// One consumer at a time: not while a task awaits `next()`.
-    public func consumeDirectly(on loop: EventLoopExecutor, _ handler: @escaping @Sendable (DirectEvent) -> Void) {
+    public func consumeDirectly(on loop: any CameraEventLoop, _ handler: @escaping @Sendable (DirectEvent) -> Void) {
         consumeDirectly(on: loop, completion: { handler(.completion($0)) }, end: { handler(.finished($0)) })
     }
 
     /// `consumeDirectly(on:_:)` with a function per kind of event: each completion is passed to
     /// `completion` without being copied into an event (a frame's metadata is a few hundred
     /// bytes), the end (with the error if the camera went away) to `end`.
-    public func consumeDirectly(on loop: EventLoopExecutor, completion: @escaping @Sendable (CompletedRequest) -> Void,
+    public func consumeDirectly(on loop: any CameraEventLoop, completion: @escaping @Sendable (CompletedRequest) -> Void,
                                 end: @escaping @Sendable (ShutterbugError?) -> Void) {
         let d = Direct(loop: loop, completion: completion, end: end)
         let scheduled: Bool = state.withLock { s in

@@ -1,4 +1,5 @@
 import CSystemShims
+import ShutterbugCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -25,7 +26,7 @@ import Glibc
 ///
 /// `@unchecked Sendable`: the loop's state is under its lock; the thread reads the source it
 /// polls under that lock too.
-public final class EventLoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
+public final class EventLoopExecutor: CameraEventLoop, TaskExecutor, @unchecked Sendable {
     public typealias Handler = @Sendable () -> Void
 
     private let loop: Loop

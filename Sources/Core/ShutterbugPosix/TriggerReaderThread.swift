@@ -1,3 +1,4 @@
+import ShutterbugCore
 import Synchronization
 
 #if canImport(Glibc)

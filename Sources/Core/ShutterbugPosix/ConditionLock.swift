@@ -1,3 +1,4 @@
+import ShutterbugCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -62,15 +63,6 @@ public final class ConditionLock: @unchecked Sendable {
     }
 
     public func broadcast() { pthread_cond_broadcast(cond) }
-}
-
-/// CLOCK_MONOTONIC, the clock of `SensorTimestamp` and of GPIO edge events.
-public enum MonotonicClock {
-    public static func now() -> SensorTime {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return SensorTime(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
-    }
 }
 
 /// A joinable OS thread for work that blocks (a sensor's frame loop, a poll on an eventfd),
