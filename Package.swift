@@ -138,7 +138,7 @@ let package = Package(
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
-        .testTarget(name: "ServerTests", dependencies: ["Server", "Capture", "ImageOutput", "SimulatedCamera", "ShutterbugCore",
+        .testTarget(name: "ServerTests", dependencies: ["Server", "TestSupport", "Capture", "ImageOutput", "SimulatedCamera", "ShutterbugCore",
                                                         .product(name: "Hummingbird", package: "hummingbird"),
                                                         .product(name: "HummingbirdTesting", package: "hummingbird")]),
         .testTarget(name: "DoctorTests", dependencies: ["Doctor"]),

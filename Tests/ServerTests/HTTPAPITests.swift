@@ -6,6 +6,7 @@ import ImageOutput
 import Server
 import ShutterbugCore
 import SimulatedCamera
+import TestSupport
 import Testing
 
 /// The service's API in process: `CameraService` on the simulated camera in virtual time,
@@ -113,6 +114,42 @@ struct HTTPAPITests {
                 }
                 try await client.execute(uri: "/api/status", method: .get) { r in
                     #expect(r.status == .unauthorized)
+                }
+            }
+        }
+    }
+
+    @Test("POST /api/jobs: a timelapse job on the service's session runs its slots in virtual time (phase-locked brackets, files under its folder), its status and the metrics say so, and the session streams on for the API")
+    func timelapseJob() async throws {
+        try await withService { service, dir, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            // Its first slot two seconds on at least, so the lock has its lead.
+            let format = ISO8601DateFormatter()
+            let start = format.string(from: Date().addingTimeInterval(2))
+            try await app.test(.router) { client in
+                let body = #"{"name": "roof", "options": {"interval": "10s", "count": 3, "ev": [-1, 0, 1], "start": "\#(start)"}}"#
+                try await client.execute(uri: "/api/jobs", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: body)) { r in
+                    #expect(r.status == .created, "\(String(buffer: r.body))")
+                }
+                try await withDeadline(.seconds(90), "the job's three slots") { await service.waitForJob(named: "roof") }
+                try await client.execute(uri: "/api/jobs/roof", method: .get) { r in
+                    #expect(r.status == .ok)
+                    let o = try object(r.body)
+                    #expect(o["state"] as? String == "finished" && o["taken"] as? Int == 3, "\(o)")
+                    let last = try #require(o["lastSlot"] as? [String: Any], "\(o)")
+                    let files = try #require(last["files"] as? [String])
+                    #expect(files.filter { $0.hasSuffix(".jpg") }.count == 3 && files.allSatisfy { $0.hasPrefix("roof/") }, "\(files)")
+                    for f in files { #expect(FileManager.default.fileExists(atPath: dir + "/" + f), "\(f)") }
+                    let error = try #require(last["scheduleErrorUs"] as? Double, "\(last)")
+                    #expect(error >= 0 && error < 20, "the slot's first exposure began \(error) µs after its instant")
+                    #expect(FileManager.default.fileExists(atPath: dir + "/roof/keogram.png"))
+                }
+                try await client.execute(uri: "/metrics", method: .get) { r in
+                    let text = String(buffer: r.body)
+                    #expect(text.contains(#"job="roof""#) && text.contains(#"state="taken""#), "\(text.prefix(2000))")
+                }
+                try await client.execute(uri: "/api/capture", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}")) { r in
+                    #expect(r.status == .created, "\(String(buffer: r.body))")
                 }
             }
         }

@@ -110,6 +110,11 @@ extension CameraService {
 
     public func jobStatuses() -> [JobStatus] { jobs.map(\.status) }
 
+    /// Waits until the job of that name has ended (at once for none).
+    public func waitForJob(named name: String) async {
+        await jobs.first { $0.definition.name == name }?.wait()
+    }
+
     public func job(named name: String) -> JobStatus? { jobs.first { $0.definition.name == name }?.status }
 
     /// Refuses a bracket longer than the session prepared buffers for, before any slot or
