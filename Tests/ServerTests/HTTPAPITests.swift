@@ -14,7 +14,7 @@ import Testing
 @Suite("HTTP API in process: CameraService on the simulated camera, through Hummingbird's test client", .timeLimit(.minutes(2)))
 struct HTTPAPITests {
     /// A running service over a fresh output folder; `body` gets the service and the folder.
-    func withService<T: Sendable>(token: String? = nil, _ body: @Sendable (CameraService, String, HTTPAPI.Access) async throws -> T) async throws -> T {
+    func withService<T: Sendable>(token: String? = nil, reserve: Int64 = 64 << 20, prepare: (String) throws -> Void = { _ in }, _ body: @Sendable (CameraService, String, HTTPAPI.Access) async throws -> T) async throws -> T {
         let dir = NSTemporaryDirectory() + "sb-api-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -25,7 +25,8 @@ struct HTTPAPITests {
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
         let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5)
-        let directory = try OutputDirectory(path: dir)
+        try prepare(dir)
+        let directory = try OutputDirectory(path: dir, reserve: reserve)
         let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: .imx477))
         let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, sensorModes: cam.capabilities.sensorModes)
         defer { Task { await session.stop() } }
@@ -152,6 +153,78 @@ struct HTTPAPITests {
                     #expect(r.status == .created, "\(String(buffer: r.body))")
                 }
             }
+        }
+    }
+
+    @Test("a capture that cannot be written is a failure: 507 when the disk is too full (nothing captured), 500 with what was captured when no file could be written; neither is listed, both are counted in the status and /metrics")
+    func nothingWritten() async throws {
+        // 507: less free than the reserve the service keeps.
+        try await withService(reserve: Int64(1) << 60) { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                try await client.execute(uri: "/api/capture", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}")) { r in
+                    #expect(r.status.code == 507, "\(r.status) \(String(buffer: r.body))")
+                    let message = try object(r.body)["error"] as? String ?? ""
+                    #expect(message.contains("not enough space"), "\(String(buffer: r.body))")
+                }
+                try await client.execute(uri: "/api/status", method: .get) { r in
+                    let o = try object(r.body)
+                    #expect(o["captureFailures"] as? Int == 1 && o["capturesTaken"] as? Int == 0, "\(o)")
+                }
+                try await client.execute(uri: "/metrics", method: .get) { r in
+                    #expect(String(buffer: r.body).contains("shutterbug_capture_failures_total 1"), "\(String(buffer: r.body).prefix(3000))")
+                }
+            }
+        }
+        // 500: every file fails (a file stands where each day's folder would go).
+        try await withService(prepare: { dir in
+            for day in -1...1 {
+                var t = time(nil) + day * 86_400
+                var parts = tm()
+                for convert in [gmtime_r, localtime_r] {
+                    _ = convert(&t, &parts)
+                    let name = String(format: "%04d-%02d-%02d", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday)
+                    FileManager.default.createFile(atPath: dir + "/" + name, contents: Data("not a folder".utf8))
+                }
+            }
+        }) { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                try await client.execute(uri: "/api/capture", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: #"{"ev": [-1, 1]}"#)) { r in
+                    #expect(r.status == .internalServerError, "\(r.status) \(String(buffer: r.body))")
+                    let o = try object(r.body)
+                    let capture = try #require(o["capture"] as? [String: Any], "\(o)")
+                    #expect((capture["failures"] as? [String])?.isEmpty == false && (capture["files"] as? [String])?.isEmpty == true, "\(capture)")
+                }
+                try await client.execute(uri: "/api/captures", method: .get) { r in
+                    let listed = try JSONSerialization.jsonObject(with: Data(buffer: r.body)) as? [Any]
+                    #expect(listed?.isEmpty == true, "\(String(buffer: r.body))")
+                }
+                try await client.execute(uri: "/api/status", method: .get) { r in
+                    let o = try object(r.body)
+                    #expect(o["captureFailures"] as? Int == 1 && o["capturesTaken"] as? Int == 0, "\(o)")
+                }
+            }
+        }
+    }
+
+    @Test("a reload that takes a configured job out stops it; one that puts it back starts it again (it was reported kept and stayed stopped); an unchanged one is kept running")
+    func reloadPutsAJobBack() async throws {
+        try await withService { service, _, _ in
+            let job = try JobDefinition(name: "roof", words: ["--interval", "1h", "--count", "10"])
+            var r = await service.apply(.init(jobs: [job]))
+            #expect(r.started == ["job roof"], "\(r)")
+            r = await service.apply(.init(jobs: [job]))
+            #expect(r.kept == ["job roof"] && r.started.isEmpty, "\(r)")
+            #expect(await service.job(named: "roof")?.isOver == false)
+            r = await service.apply(.init())
+            #expect(r.stopped == ["job roof"], "\(r)")
+            #expect(await service.job(named: "roof")?.state == .stopped)
+            r = await service.apply(.init(jobs: [job]))
+            #expect(r.started == ["job roof"] && r.kept.isEmpty, "\(r)")
+            let state = await service.job(named: "roof")?.state
+            #expect(state == .starting || state == .running, "\(String(describing: state))")
+            await service.stopAll("the test is over")
         }
     }
 

@@ -51,10 +51,12 @@ extension CameraService {
                 if current.definition.arguments == def.arguments { r.kept.append("job \(def.name)") }
                 continue
             }
-            let changed = current.map { $0.definition.arguments != def.arguments && configuredJobs.contains(def.name) } ?? false
-            // A job that ended is started again only when it is new or its definition changed
-            // (a job stopped over the API stays stopped; one whose schedule ended stays so).
-            if current != nil && !changed { r.kept.append("job \(def.name)"); continue }
+            let wasConfigured = configuredJobs.contains(def.name)
+            let changed = current.map { $0.definition.arguments != def.arguments && wasConfigured } ?? false
+            // A job that ended is started again when it is new to the configuration (never in
+            // it, or taken out by an earlier reload and now back) or its definition changed; a
+            // configured job stopped over the API stays stopped, one whose schedule ended too.
+            if current != nil && wasConfigured && !changed { r.kept.append("job \(def.name)"); continue }
             startJob(def)
             configuredJobs.insert(def.name)
             if changed { r.restarted.append("job \(def.name)") } else { r.started.append("job \(def.name)") }

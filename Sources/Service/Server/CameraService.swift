@@ -28,6 +28,18 @@ public actor CameraService {
         public var files: [String]
         public var adjustments: [String]
         public var failures: [String]
+        /// Some of the capture's files could not be written (`failures` says which and why);
+        /// the frames were captured, and the files listed are whole.
+        public var partial: Bool? = nil
+    }
+
+    /// A capture whose frames came but none of whose files could be written (a full disk): a
+    /// failure, with what it did and why (the API answers 507, or 500 for another cause).
+    public struct NothingWritten: Error, Sendable, CustomStringConvertible {
+        public var record: CaptureRecord
+        /// Every file failed for want of space.
+        public var noSpace: Bool
+        public var description: String { "capture \(record.id): no file could be written: \(record.failures.joined(separator: "; "))" }
     }
 
     /// What a capture request asks for.
@@ -121,6 +133,7 @@ public actor CameraService {
         let prefix = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
         let began = ContinuousClock.now
         var sequences: [UInt32] = []
+        var allNoSpace = true
         do {
             for try await e in writer.capture(settings, on: session) {
                 observe(e)
@@ -135,7 +148,9 @@ public actor CameraService {
                     record.files.append(f.path.hasPrefix(prefix) ? String(f.path.dropFirst(prefix.count)) : f.path)
                     bytesWritten += f.bytes
                     metrics.bytesWritten.increment(by: Int(f.bytes))
-                case .writeFailed(_, let format, let error): record.failures.append("\(format): \(error.message)")
+                case .writeFailed(_, let format, let error):
+                    record.failures.append("\(format): \(error.message)")
+                    if error.code != .noSpace { allNoSpace = false }
                 case .notice(let n): logger.warning("\(n)")
                 default: break
                 }
@@ -143,7 +158,22 @@ public actor CameraService {
         } catch {
             captureFailures += 1
             metrics.captureFailures.increment()
+            logger.error("capture \(record.id) failed: \((error as? ShutterbugError)?.message ?? "\(error)")")
             throw error
+        }
+        if !record.failures.isEmpty {
+            // A capture that wrote no photo is a failure, whatever it captured; one that wrote
+            // some says so. The log and the metrics agree with the answer.
+            if !record.files.contains(where: { !$0.hasSuffix(".json") }) {
+                captureFailures += 1
+                metrics.captureFailures.increment()
+                let failed = NothingWritten(record: record, noSpace: allNoSpace)
+                logger.error("\(failed)")
+                throw failed
+            }
+            record.partial = true
+            metrics.filesFailed.increment(by: record.failures.count)
+            logger.warning("capture \(record.id): \(record.failures.count) file\(record.failures.count == 1 ? "" : "s") could not be written (\(record.failures.joined(separator: "; "))); \(record.files.count) written")
         }
         capturesTaken += 1
         metrics.captures.increment()

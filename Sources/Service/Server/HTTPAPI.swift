@@ -106,6 +106,15 @@ public enum HTTPAPI {
         return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
+    /// 507: the output filesystem is full (RFC 4918).
+    static let insufficientStorage = HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
+
+    /// A capture that wrote nothing: why, and what it did.
+    struct CaptureFailure: Codable {
+        var error: String
+        var capture: CameraService.CaptureRecord
+    }
+
     static func error(_ status: HTTPResponse.Status, _ message: String) -> Response {
         (try? json(["error": message], status: status)) ?? Response(status: status)
     }
@@ -317,6 +326,13 @@ public enum HTTPAPI {
             }
             do {
                 return try json(try await service.capture(settings), status: .created)
+            } catch let failed as CameraService.NothingWritten {
+                // Captured, and nothing written: 507 for a full disk, 500 otherwise, with what
+                // was captured and why each file failed.
+                return (try? json(CaptureFailure(error: failed.description, capture: failed.record), status: failed.noSpace ? insufficientStorage : .internalServerError))
+                    ?? Response(status: .internalServerError)
+            } catch let e as ShutterbugError where e.code == .noSpace {
+                return HTTPAPI.error(insufficientStorage, e.message)
             } catch let e as ShutterbugError where e.code == .invalidArgument || e.code == .unsupported {
                 // Valid settings this camera, as configured, cannot take.
                 return HTTPAPI.error(.conflict, e.message)

@@ -15,6 +15,8 @@ final class ServiceMetrics: Sendable {
     // Counted as they happen.
     let captures: CoreMetrics.Counter
     let captureFailures: CoreMetrics.Counter
+    /// Files a capture could not write (the capture itself partial).
+    let filesFailed: CoreMetrics.Counter
     let photos: CoreMetrics.Counter
     let bytesWritten: CoreMetrics.Counter
     /// From the capture being asked for to its last file written.
@@ -60,6 +62,7 @@ final class ServiceMetrics: Sendable {
         factory = f
         captures = CoreMetrics.Counter(label: "shutterbug.captures.total", factory: f)
         captureFailures = CoreMetrics.Counter(label: "shutterbug.capture.failures.total", factory: f)
+        filesFailed = CoreMetrics.Counter(label: "shutterbug.files.failed.total", factory: f)
         photos = CoreMetrics.Counter(label: "shutterbug.photos.total", factory: f)
         bytesWritten = CoreMetrics.Counter(label: "shutterbug.bytes.written.total", factory: f)
         captureSeconds = CoreMetrics.Timer(label: "shutterbug.capture.seconds", factory: f)

@@ -54,7 +54,7 @@ public final class OutputDirectory: Sendable {
     public func checkSpace(for bytes: Int64) throws {
         let free = try freeBytes()
         if free - bytes < reserve {
-            throw ShutterbugError(.noSpace, "not enough space in \(path): \(mib(free)) free, the capture needs about \(mib(bytes)) and the reserve is \(mib(reserve)) (set it with --reserve)")
+            throw ShutterbugError(.noSpace, "not enough space in \(path): \(mib(free)) free, the capture needs about \(mib(bytes)) and \(mib(reserve)) is kept free")
         }
     }
 
