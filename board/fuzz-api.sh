@@ -33,19 +33,27 @@ parameters = { "path.name" = "roof" }
 include-name = "GET /api/files/{path}"
 parameters = { "path.path" = "roof/keogram.png" }
 TOML
-"$build/shutterbug" serve --camera sim:imx477 --virtual-time --size 640x480 --listen 127.0.0.1:0 --output "$dir/out" --config "$dir/serve.yaml" 2>"$dir/err" &
-pid=$!
-trap 'kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 1 200); do grep -q "serving " "$dir/err" && break; sleep 0.1; done
-url=$(grep -o 'http://127.0.0.1:[0-9]*' "$dir/err" | head -1)
-[ -n "$url" ] || { cat "$dir/err"; echo "fuzz-api: the service did not start"; exit 1; }
-# From the scratch folder: schemathesis keeps a cache (.schemathesis/) where it runs.
-spec=$PWD/docs/openapi.yaml
-(cd "$dir" && "$st" run "$spec" --url "$url" --max-examples 100 --seed 20261124 --no-color)
-rc=$?
-kill -TERM $pid
-wait $pid
-status=$?
-trap 'rm -rf "$dir"' EXIT
-[ $status -eq 0 ] || { echo "fuzz-api: the service exited $status on SIGTERM"; cat "$dir/err"; rc=1; }
+# Twice: as on loopback with no token, and with a token (every call sending it, as the page
+# and the CLI client do), so the token's middleware is fuzzed too.
+token=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+rc=0
+for mode in open token; do
+  rm -rf "$dir/out"
+  if [ $mode = token ]; then export SHUTTERBUG_TOKEN=$token; auth=(-H "Authorization: Bearer $token"); else unset SHUTTERBUG_TOKEN; auth=(); fi
+  "$build/shutterbug" serve --camera sim:imx477 --virtual-time --size 640x480 --listen 127.0.0.1:0 --output "$dir/out" --config "$dir/serve.yaml" 2>"$dir/err" &
+  pid=$!
+  trap 'kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
+  for _ in $(seq 1 200); do grep -q "serving " "$dir/err" && break; sleep 0.1; done
+  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$dir/err" | head -1)
+  [ -n "$url" ] || { cat "$dir/err"; echo "fuzz-api: the service did not start ($mode)"; exit 1; }
+  echo "fuzz-api: $mode"
+  # From the scratch folder: schemathesis keeps a cache (.schemathesis/) where it runs.
+  spec=$PWD/docs/openapi.yaml
+  (cd "$dir" && "$st" run "$spec" --url "$url" "${auth[@]}" --max-examples 100 --seed 20261124 --no-color) || rc=1
+  kill -TERM $pid
+  wait $pid
+  status=$?
+  trap 'rm -rf "$dir"' EXIT
+  [ $status -eq 0 ] || { echo "fuzz-api: the service exited $status on SIGTERM ($mode)"; cat "$dir/err"; rc=1; }
+done
 exit $rc

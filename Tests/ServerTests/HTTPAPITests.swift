@@ -1,5 +1,6 @@
 import Capture
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import ImageOutput
@@ -225,6 +226,69 @@ struct HTTPAPITests {
             let state = await service.job(named: "roof")?.state
             #expect(state == .starting || state == .running, "\(String(describing: state))")
             await service.stopAll("the test is over")
+        }
+    }
+
+    @Test("with a token: the page shell answers without it (it asks for the token itself), every API call needs it, the scheme in any case")
+    func pageWithToken() async throws {
+        let token = "0123456789abcdef-token"
+        try await withService(token: token) { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                try await client.execute(uri: "/", method: .get) { r in
+                    #expect(r.status == .ok && String(buffer: r.body).contains("sessionStorage"), "\(r.status)")
+                }
+                for path in ["/api/status", "/api/captures", "/metrics", "/api/frame.jpg", "/api/files/x.jpg"] {
+                    try await client.execute(uri: path, method: .get) { r in #expect(r.status == .unauthorized, "\(path): \(r.status)") }
+                }
+                for scheme in ["Bearer", "bearer", "BEARER"] {
+                    try await client.execute(uri: "/api/status", method: .get, headers: [.authorization: "\(scheme) \(token)"]) { r in
+                        #expect(r.status == .ok, "\(scheme): \(r.status)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("what another web page could make a browser send is refused: another Host (DNS rebinding, 421), a write from another origin or site (403), a body that is not JSON (415); the camera's own page and a script still work")
+    func crossSite() async throws {
+        let access = HTTPAPI.Access(host: "127.0.0.1", port: 8080, token: nil, hostNames: ["camera", "camera.local", "cam.example.org"])
+        for ok in ["127.0.0.1:8080", "localhost", "LOCALHOST:8080", "192.168.1.20", "[::1]:8080", "camera", "camera.local:8080", "cam.example.org", "cam.example.org."] {
+            #expect(access.accepts(authority: ok), "\(ok)")
+        }
+        for refused in ["attacker.example", "attacker.example:8080", "127.0.0.1.attacker.example", "camera.attacker.example", "localhost.attacker.example", "1.2.3", "256.1.1.1"] {
+            #expect(!access.accepts(authority: refused), "\(refused)")
+        }
+        try await withService { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.live) { client in
+                let port = try #require(client.port)
+                let raw = TestClient(host: "localhost", port: port)
+                raw.connect()
+                defer { Task { try? await raw.shutdown() } }
+                let rebound = try await raw.execute(.init("/api/status", method: .get, authority: "attacker.example:\(port)"))
+                #expect(rebound.status.code == 421, "\(rebound.status)")
+                let own = try await raw.execute(.init("/api/status", method: .get, authority: "127.0.0.1:\(port)"))
+                #expect(own.status == .ok, "\(own.status)")
+                let job = ByteBuffer(string: #"{"name": "x", "options": {"interval": "1h", "count": 1}}"#)
+                try await client.execute(uri: "/api/jobs", method: .post, headers: [.contentType: "text/plain"], body: job) { r in
+                    #expect(r.status == .unsupportedMediaType, "\(r.status) \(String(buffer: r.body))")
+                }
+                try await client.execute(uri: "/api/jobs", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"], body: ByteBuffer(string: "name=x")) { r in
+                    #expect(r.status == .unsupportedMediaType, "\(r.status)")
+                }
+                try await client.execute(uri: "/api/jobs", method: .post, headers: [.contentType: "application/json", .origin: "http://attacker.example"], body: job) { r in
+                    #expect(r.status == .forbidden, "\(r.status)")
+                }
+                try await client.execute(uri: "/api/capture", method: .post, headers: [.contentType: "application/json", HTTPField.Name("Sec-Fetch-Site")!: "cross-site"], body: ByteBuffer(string: "{}")) { r in
+                    #expect(r.status == .forbidden, "\(r.status)")
+                }
+                // The page's own calls: same origin.
+                try await client.execute(uri: "/api/capture", method: .post, headers: [.contentType: "application/json; charset=utf-8", .origin: "http://localhost", HTTPField.Name("Sec-Fetch-Site")!: "same-origin"], body: ByteBuffer(string: "{}")) { r in
+                    #expect(r.status == .created, "\(r.status) \(String(buffer: r.body))")
+                }
+                #expect(await service.jobStatuses().isEmpty, "no job was started by a refused request")
+            }
         }
     }
 

@@ -68,6 +68,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Apply --rate-limit to clients on this machine too (behind a proxy on the same machine every client arrives from 127.0.0.1).")
     var limitLoopback = false
 
+    @Option(name: .long, help: ArgumentHelp("Names the service answers to besides its addresses, localhost and this machine's name (and NAME.local): camera.example.org,... A request naming another host is refused (421), so a web page that rebinds its own name to this address cannot use the API.", valueName: "name,..."))
+    var hostNames: String?
+
     func access() throws -> HTTPAPI.Access {
         guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else {
             throw ValidationError("--listen must be HOST:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080, not '\(listen)'")
@@ -82,7 +85,14 @@ struct ServeCommand: AsyncParsableCommand {
             token = String(cString: env).trimmingCharacters(in: .whitespacesAndNewlines)
         }
         if rateLimit != 0 { try NumericInput.check(rateLimit, "--rate-limit", in: 0.1...10_000, unit: "requests a second (or 0)") }
-        var a = HTTPAPI.Access(host: host, port: port, token: token, rateLimit: rateLimit == 0 ? nil : rateLimit)
+        var names = HTTPAPI.Access.machineNames
+        for n in (hostNames ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !n.isEmpty {
+            guard n.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "." }), n.count <= 253 else {
+                throw ValidationError("--host-names takes host names (letters, digits, '-' and '.'), comma-separated, not '\(n)'")
+            }
+            names.append(n)
+        }
+        var a = HTTPAPI.Access(host: host, port: port, token: token, rateLimit: rateLimit == 0 ? nil : rateLimit, hostNames: names)
         a.limitsLoopback = limitLoopback
         do { try a.check() } catch let e as ShutterbugError { throw ValidationError(e.message) }
         return a
@@ -99,6 +109,7 @@ struct ServeCommand: AsyncParsableCommand {
         var words = ["--listen", listen, "--output", output, "--rate-limit", String(rateLimit)]
         if let size { words += ["--size", size] }
         if limitLoopback { words.append("--limit-loopback") }
+        if let hostNames { words += ["--host-names", hostNames] }
         if let tokenFile { words += ["--token-file", tokenFile] }
         if let c = camera.camera { words += ["--camera", c] }
         if previewOptions.preview != "off" { words += ["--preview", previewOptions.preview] }

@@ -22,11 +22,42 @@ public enum HTTPAPI {
         public var rateLimit: Double?
         /// The limit applies to clients on this machine too.
         public var limitsLoopback = false
-        public init(host: String, port: Int, token: String?, rateLimit: Double? = nil) {
+        /// The names the service answers to in a request's Host besides IP addresses and
+        /// localhost: this machine's name (and NAME.local), and those configured. A request
+        /// naming another host is refused: a web page that rebinds its own name to this
+        /// address (DNS rebinding) cannot reach the API.
+        public var hostNames: [String]
+        public init(host: String, port: Int, token: String?, rateLimit: Double? = nil, hostNames: [String] = Access.machineNames) {
             self.host = host
             self.port = port
             self.token = token
             self.rateLimit = rateLimit
+            self.hostNames = hostNames
+        }
+
+        /// This machine's name and its mDNS name (camera, camera.local).
+        public static var machineNames: [String] {
+            var buffer = [CChar](repeating: 0, count: 256)
+            guard gethostname(&buffer, buffer.count) == 0 else { return [] }
+            let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
+            guard !name.isEmpty else { return [] }
+            return name.hasSuffix(".local") ? [name] : [name, name + ".local"]
+        }
+
+        /// Whether a request's Host (`authority`: name or address, and maybe a port) is one this
+        /// service answers to: an IP address, localhost, or one of `hostNames`.
+        public func accepts(authority: String) -> Bool {
+            var host = authority.lowercased()
+            if host.hasPrefix("[") {
+                // [v6] or [v6]:port: an address.
+                return host.contains("]")
+            }
+            if let colon = host.lastIndex(of: ":"), host[host.index(after: colon)...].allSatisfy(\.isNumber) { host = String(host[..<colon]) }
+            if host.hasSuffix(".") { host.removeLast() }
+            if host == "localhost" || hostNames.contains(host) { return true }
+            // A dotted IPv4 address (what rebinding cannot put in a page's Host).
+            let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+            return parts.count == 4 && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) && Int($0)! <= 255 }
         }
 
         /// Loopback: 127.0.0.0/8, ::1, localhost.
@@ -58,13 +89,52 @@ public enum HTTPAPI {
     struct TokenMiddleware<Context: RequestContext>: RouterMiddleware {
         let token: String?
         func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+            // The page itself is a shell with no data in it: served to anyone, it asks for the
+            // token and sends it with each API call.
+            if request.uri.path == "/" && (request.method == .get || request.method == .head) { return try await next(request, context) }
             if let token {
-                let given = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+                // The scheme is case-insensitive (RFC 7235): Bearer, bearer.
+                let given = request.headers[.authorization].flatMap { $0.lowercased().hasPrefix("bearer ") ? String($0.dropFirst(7)).trimmingCharacters(in: .whitespaces) : nil }
                 guard let given, HTTPAPI.constantTimeEqual(given, token) else {
                     var headers = HTTPFields()
                     headers[.wwwAuthenticate] = "Bearer"
                     headers[.contentType] = "application/json"
                     return Response(status: .unauthorized, headers: headers, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"a bearer token is required: Authorization: Bearer TOKEN"}"# + "\n")))
+                }
+            }
+            return try await next(request, context)
+        }
+    }
+
+    /// What a browser could be made to send from another site is refused before the token is
+    /// looked at (a service on loopback has none): a Host this service does not answer to
+    /// (DNS rebinding), a write from another origin (`Origin` naming another host, or
+    /// `Sec-Fetch-Site: cross-site` / `same-site`), and a body that is not JSON (a form or
+    /// `text/plain`, which a page may post anywhere without asking): 421, 403 and 415.
+    struct RequestGuard<Context: RequestContext>: RouterMiddleware {
+        let access: Access
+        func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+            if let authority = request.head.authority, !access.accepts(authority: authority) {
+                return HTTPAPI.error(.init(code: 421, reasonPhrase: "Misdirected Request"),
+                                     "this camera does not answer to the host name '\(authority)'; use its address, localhost or \(access.hostNames.isEmpty ? "a name given with --host-names" : access.hostNames.joined(separator: ", ") + " (more with --host-names)")")
+            }
+            let writes = request.method != .get && request.method != .head && request.method != .options
+            if writes {
+                if let site = request.headers.secFetchSite, site == "cross-site" || site == "same-site" {
+                    return HTTPAPI.error(.forbidden, "a request from another site (Sec-Fetch-Site: \(site)) may not change anything here")
+                }
+                if let origin = request.headers[.origin] {
+                    let host = origin.split(separator: "/", omittingEmptySubsequences: true).dropFirst().first.map(String.init) ?? ""
+                    if origin == "null" || host.lowercased() != (request.head.authority ?? host).lowercased() {
+                        return HTTPAPI.error(.forbidden, "a request from another origin (\(origin)) may not change anything here")
+                    }
+                }
+                let hasBody = (request.headers[.contentLength].flatMap(Int.init) ?? 0) > 0 || request.headers[.transferEncoding] != nil
+                if hasBody {
+                    let type = request.headers[.contentType]?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+                    guard type == "application/json" else {
+                        return HTTPAPI.error(.unsupportedMediaType, "a request body must be JSON (Content-Type: application/json), not \(type.map { "'\($0)'" } ?? "untyped")")
+                    }
                 }
             }
             return try await next(request, context)
@@ -284,6 +354,7 @@ public enum HTTPAPI {
         let router = Router(context: APIRequestContext.self)
         // The limit first: a client over it gets no further, token or not.
         router.middlewares.add(RateLimitMiddleware<APIRequestContext>(limiter: access.rateLimit.map { RateLimiter(rate: $0, limitsLoopback: access.limitsLoopback) }))
+        router.middlewares.add(RequestGuard<APIRequestContext>(access: access))
         router.middlewares.add(TokenMiddleware<APIRequestContext>(token: access.token))
         router.middlewares.add(MethodMiddleware<APIRequestContext>())
         router.get("/") { _, _ in
@@ -416,4 +487,10 @@ public enum HTTPAPI {
         }
         return router
     }
+}
+
+extension HTTPFields {
+    /// Fetch Metadata: where a browser's request came from (same-origin, same-site,
+    /// cross-site, none).
+    var secFetchSite: String? { first { $0.name.canonicalName == "sec-fetch-site" }?.value }
 }

@@ -37,11 +37,28 @@ enum WebPage {
     </section>
     </main>
     <script>
+    // The token, when the service has one: asked for once (one question however many calls
+    // are refused at once), kept for this tab in session storage, sent as the bearer header,
+    // never put in a URL. Cancelled, the page says so and asks again on the next refresh.
     let token = sessionStorage.getItem('token');
-    async function call(path, options = {}) {
-      options.headers = Object.assign({}, options.headers, token ? {Authorization: 'Bearer ' + token} : {});
-      const r = await fetch(path, options);
-      if (r.status === 401) { token = prompt('Token'); sessionStorage.setItem('token', token || ''); return call(path, options); }
+    let asking = null;
+    function askToken() {
+      if (!asking) asking = new Promise(resolve => setTimeout(() => {
+        const given = prompt('This camera asks for its token (the service\'s --token-file):');
+        token = given ? given.trim() : null;
+        if (token) sessionStorage.setItem('token', token); else sessionStorage.removeItem('token');
+        asking = null;
+        resolve(token);
+      }, 0));
+      return asking;
+    }
+    async function call(path, options = {}, retried = false) {
+      const headers = Object.assign({}, options.headers, token ? {Authorization: 'Bearer ' + token} : {});
+      const r = await fetch(path, Object.assign({}, options, {headers}));
+      if (r.status === 401 && !retried) {
+        if (!(await askToken())) throw new Error('this camera needs its token: reload the page to give it');
+        return call(path, options, true);
+      }
       if (!r.ok) { const e = await r.json().catch(() => ({error: r.statusText})); throw new Error(e.error); }
       return r;
     }
