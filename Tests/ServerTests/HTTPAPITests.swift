@@ -4,7 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import ImageOutput
-import Server
+@testable import Server
 import ShutterbugCore
 import SimulatedCamera
 import TestSupport
@@ -289,6 +289,41 @@ struct HTTPAPITests {
                 }
                 #expect(await service.jobStatuses().isEmpty, "no job was started by a refused request")
             }
+        }
+    }
+
+    @Test("/api/files streams a file and answers a range (a download resumed): 206 with Content-Range, the suffix form, 416 past the end, the whole file with Accept-Ranges")
+    func fileRanges() async throws {
+        try await withService { service, dir, access in
+            let bytes = (0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) }
+            try Data(bytes).write(to: URL(fileURLWithPath: dir + "/big.dng"))
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.live) { client in
+                try await client.execute(uri: "/api/files/big.dng", method: .get) { r in
+                    #expect(r.status == .ok && r.headers[.acceptRanges] == "bytes")
+                    #expect(Array(r.body.readableBytesView) == bytes, "the whole file, \(r.body.readableBytes) bytes")
+                    #expect(r.headers[values: .contentLength] == ["1500000"], "\(r.headers)")
+                }
+                try await client.execute(uri: "/api/files/big.dng", method: .get, headers: [.range: "bytes=1000000-1000099"]) { r in
+                    #expect(r.status == .partialContent && r.headers[.contentRange] == "bytes 1000000-1000099/1500000", "\(r.status) \(r.headers)")
+                    #expect(Array(r.body.readableBytesView) == Array(bytes[1_000_000...1_000_099]))
+                }
+                try await client.execute(uri: "/api/files/big.dng", method: .get, headers: [.range: "bytes=1499990-"]) { r in
+                    #expect(r.status == .partialContent && Array(r.body.readableBytesView) == Array(bytes[1_499_990...]))
+                }
+                try await client.execute(uri: "/api/files/big.dng", method: .get, headers: [.range: "bytes=-5"]) { r in
+                    #expect(r.status == .partialContent && Array(r.body.readableBytesView) == Array(bytes.suffix(5)))
+                }
+                try await client.execute(uri: "/api/files/big.dng", method: .get, headers: [.range: "bytes=1500000-"]) { r in
+                    #expect(r.status == .rangeNotSatisfiable && r.headers[.contentRange] == "bytes */1500000", "\(r.status) \(r.headers)")
+                }
+            }
+        }
+        #expect(HTTPAPI.byteRange("bytes=0-0", size: 10) == .range(0...0))
+        #expect(HTTPAPI.byteRange("bytes=5-100", size: 10) == .range(5...9))
+        for past in ["bytes=-0", "bytes=10-", "bytes=99-100"] { #expect(HTTPAPI.byteRange(past, size: 10) == .unsatisfiable, "\(past)") }
+        for bad in ["bytes=9-3", "items=0-1", "bytes=0-1,3-4", "bytes=a-b", "bytes=-", "", "bytes=１-2", "bytes=99999999999999999999-"] {
+            #expect(HTTPAPI.byteRange(bad, size: 10) == .malformed, "\(bad)")
         }
     }
 

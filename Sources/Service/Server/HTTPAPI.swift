@@ -176,6 +176,38 @@ public enum HTTPAPI {
         return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
+    /// Reads files for `/api/files` on NIO's thread pool, in chunks.
+    static let fileIO = FileIO()
+
+    /// What a `Range` header asks of a file.
+    enum RangeAsked: Equatable {
+        case range(ClosedRange<Int>)
+        /// Well formed, and past the end of the file (416).
+        case unsatisfiable
+        /// Not one byte range FIRST-LAST, FIRST- or -SUFFIX (400).
+        case malformed
+    }
+
+    /// A `Range: bytes=...` header as the byte range it asks of a file of `size` bytes: one
+    /// range, FIRST-LAST, FIRST- or -SUFFIX (RFC 9110).
+    static func byteRange(_ header: String, size: Int) -> RangeAsked {
+        guard header.lowercased().hasPrefix("bytes=") else { return .malformed }
+        let spec = header.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return .malformed }
+        let first = spec[..<dash].trimmingCharacters(in: .whitespaces), last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
+        let digits = { (t: String) in !t.isEmpty && t.count <= 18 && t.allSatisfy(\.isASCII) && t.allSatisfy(\.isNumber) }
+        if first.isEmpty {
+            guard digits(last), let n = Int(last) else { return .malformed }
+            guard n > 0, size > 0 else { return .unsatisfiable }
+            return .range(max(0, size - n)...(size - 1))
+        }
+        guard digits(first), let a = Int(first), last.isEmpty || digits(last) else { return .malformed }
+        guard a < size else { return .unsatisfiable }
+        if last.isEmpty { return .range(a...(size - 1)) }
+        guard let b = Int(last), b >= a else { return .malformed }
+        return .range(a...min(b, size - 1))
+    }
+
     /// 507: the output filesystem is full (RFC 4918).
     static let insufficientStorage = HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
 
@@ -419,12 +451,37 @@ public enum HTTPAPI {
                 return HTTPAPI.error(.serviceUnavailable, e.message)
             }
         }
-        router.get("/api/files/**") { _, context -> Response in
+        router.get("/api/files/**") { request, context -> Response in
             switch resolve(context.parameters.getCatchAll(), under: service.directory.path) {
             case .failure(let r): return HTTPAPI.error(r.status, r.message)
             case .success(let path):
-                guard let data = FileManager.default.contents(atPath: path) else { return HTTPAPI.error(.notFound, "cannot read it") }
-                return Response(status: .ok, headers: [.contentType: contentType(path)], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+                // Streamed from disk in chunks (memory stays flat however many download a 24 MB
+                // DNG at once), and a range resumes a download cut short.
+                var st = stat()
+                guard stat(path, &st) == 0 else { return HTTPAPI.error(.notFound, "cannot read it") }
+                let size = Int(st.st_size)
+                var headers: HTTPFields = [.contentType: contentType(path), .acceptRanges: "bytes"]
+                var status = HTTPResponse.Status.ok
+                var range = size > 0 ? 0...(size - 1) : nil
+                if let asked = request.headers[.range] {
+                    let r: ClosedRange<Int>
+                    switch byteRange(asked, size: size) {
+                    case .range(let asked): r = asked
+                    case .malformed:
+                        return HTTPAPI.error(.badRequest, "Range '\(asked)': ask one byte range, bytes=FIRST-LAST, FIRST- or -SUFFIX")
+                    case .unsatisfiable:
+                        var refused = HTTPAPI.error(.rangeNotSatisfiable, "Range \(asked): the file has \(size) bytes")
+                        refused.headers[.contentRange] = "bytes */\(size)"
+                        return refused
+                    }
+                    range = r
+                    status = .partialContent
+                    headers[.contentRange] = "bytes \(r.lowerBound)-\(r.upperBound)/\(size)"
+                }
+                headers[.contentLength] = String(range.map { $0.count } ?? 0)
+                guard let range else { return Response(status: status, headers: headers, body: .init()) }
+                let body = try await fileIO.loadFile(path: path, range: range, context: context)
+                return Response(status: status, headers: headers, body: body)
             }
         }
         router.get("/api/jobs") { _, _ in try json(await service.jobStatuses()) }
