@@ -79,7 +79,8 @@ apt_private() {
 }
 
 make_root() {
-	[ -x "$root/usr/bin/swift" ] && return
+	# /usr/bin/swift is an absolute link: followed inside the chroot, not on this machine.
+	[ -f "$cache/.debootstrapped" ] && chroot "$root" test -x /usr/bin/swift 2>/dev/null && return
 	say "making the $host_suite chroot with Swift (once; several minutes)"
 	mkdir -p "$cache"
 	if [ ! -f "$cache/.debootstrapped" ]; then
@@ -238,6 +239,9 @@ make_sdk
 # The build, in the chroot: the repository at /src, the sysroot at /sysroot, the SDK at /sdks,
 # and this machine's Swift package mirror where its git configuration says (the same URL
 # rewrite as the host's, so Package.swift's GitHub URLs resolve as they do here).
+# Mounts a killed run left under the chroot (their sources may be gone, and binding over a
+# mount of a deleted folder fails with ENOENT): undone first, deepest first.
+awk -v r="$root" '$2 == r || index($2, r "/") == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 mounts=()
 bind() {
 	mkdir -p "$root$2"
