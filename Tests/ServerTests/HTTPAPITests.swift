@@ -327,6 +327,36 @@ struct HTTPAPITests {
         }
     }
 
+    @Test("a camera that stalls (in real time) is shown as not streaming, saying for how long, and as streaming again when its frames come back")
+    func stallInStatus() async throws {
+        var options = SimulationOptions()
+        options.seed = 4
+        options.faults.stallAtFrame = 30
+        options.faults.stallDuration = .seconds(6)
+        let cam = SimulatedCamera(profile: .imx477, options: options)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 3)
+        let dir = NSTemporaryDirectory() + "sb-stall-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let directory = try OutputDirectory(path: dir, reserve: 0)
+        let service = CameraService(session: session, camera: cam, writer: try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: .imx477)),
+                                    directory: directory)
+        let stalled = try await withDeadline(.seconds(30), "the status to say the camera stalled") { () -> String in
+            while true {
+                let s = await service.status()
+                if !s.streaming, let p = s.problem, p.contains("stalled") { return p }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(stalled.contains("stalled: no frame for"), "\(stalled)")
+        try await withDeadline(.seconds(30), "the status to say frames come again") {
+            while await !service.status().streaming { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(await service.status().problem == nil)
+        await session.stop()
+    }
+
     @Test("/metrics counts the capture the API took, and /api/frame.jpg is a JPEG of the newest frame")
     func metricsAndFrame() async throws {
         try await withService { service, _, access in

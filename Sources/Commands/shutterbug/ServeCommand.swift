@@ -180,6 +180,9 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         defer { watchdog?.cancel() }
+        // A stall or a lost camera is logged (and shown in the status) as it happens.
+        let health = Task { await service.watchHealth() }
+        defer { health.cancel() }
 
         // The configuration again (SIGHUP, POST /api/config/reload): jobs and triggers brought
         // in line, running ones untouched; the service's own options need a restart.

@@ -270,7 +270,11 @@ public actor CameraService {
     public struct Status: Sendable, Codable {
         public var camera: String
         public var model: String
+        /// Frames are coming: the session runs and the newest frame is recent (within two
+        /// seconds, or ten frame periods of a slow mode).
         public var streaming: Bool
+        /// Why not, while not: the camera stalled (for how long) or failed.
+        public var problem: String?
         public var uptimeSeconds: Double
         public var newestFrame: UInt32?
         public var exposureUs: Double?
@@ -287,10 +291,38 @@ public actor CameraService {
         public var triggers: [TriggerStatus]
     }
 
+    /// Whether frames are coming, and why not: the session failed (the camera went away), or
+    /// the newest frame is older than two seconds or ten of its frame periods (a stall).
+    public func health() async -> (streaming: Bool, problem: String?) {
+        if let failed = await session.failureReason { return (false, "the camera failed: \(failed.message)") }
+        let m = await session.latestFrame
+        // Before the first frame, counted from the service's start (a camera's first frames
+        // come a few hundred milliseconds after it starts).
+        let age = camera.now - (m?.sensorTimestamp ?? started)
+        let limit = max(.seconds(2), (m?.frameDuration ?? .zero) * 10)
+        if m == nil && age > limit { return (false, "no frame since the camera started, \(String(format2: age.secondsValue)) s ago") }
+        if age > limit { return (false, "the camera stalled: no frame for \(String(format2: age.secondsValue)) s") }
+        return (true, nil)
+    }
+
+    /// Logs the camera going quiet or failing, and coming back, once each: a stall no longer
+    /// passes unseen while the status said streaming. Runs until cancelled.
+    public func watchHealth(every period: Duration = .seconds(1)) async {
+        var was: String?
+        while !Task.isCancelled {
+            let (_, problem) = await health()
+            if problem != was {
+                if let problem { logger.error("\(problem)") } else if let was { logger.notice("frames are coming again (\(was))") }
+                was = problem
+            }
+            try? await Task.sleep(for: period)
+        }
+    }
+
     public func status() async -> Status {
         let m = await session.latestFrame
-        let failed = await session.failureReason
-        return Status(camera: camera.info.id, model: camera.info.model, streaming: failed == nil, uptimeSeconds: (camera.now - started).secondsValue,
+        let (streaming, problem) = await health()
+        return Status(camera: camera.info.id, model: camera.info.model, streaming: streaming, problem: problem, uptimeSeconds: (camera.now - started).secondsValue,
                       newestFrame: m?.sequence, exposureUs: m?.exposureTime?.microsecondsValue, analogueGain: m?.analogueGain?.value, lux: m?.lux,
                       sensorTemperatureC: m?.sensorTemperature, capturesTaken: capturesTaken, captureFailures: captureFailures,
                       lastCapture: recent.last, output: directory.path, diskFreeBytes: try? directory.freeBytes(), bytesWritten: bytesWritten,

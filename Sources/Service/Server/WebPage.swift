@@ -82,7 +82,7 @@ enum WebPage {
     async function refresh() {
       try {
         const s = await (await call('/api/status')).json();
-        document.getElementById('camera').textContent = s.camera + ' (' + s.model + ')' + (s.streaming ? '' : ' — not streaming');
+        document.getElementById('camera').textContent = s.camera + ' (' + s.model + ')' + (s.streaming ? '' : ' — ' + (s.problem || 'not streaming'));
         document.getElementById('status').innerHTML = row('frame', s.newestFrame) + row('exposure', s.exposureUs && (s.exposureUs / 1000).toFixed(2) + ' ms')
           + row('gain', s.analogueGain && s.analogueGain.toFixed(2)) + row('lux', s.lux && s.lux.toFixed(1))
           + row('sensor', s.sensorTemperatureC && s.sensorTemperatureC + ' °C') + row('captures', s.capturesTaken + (s.captureFailures ? ' (' + s.captureFailures + ' failed)' : ''))
