@@ -357,6 +357,25 @@ struct HTTPAPITests {
         await session.stop()
     }
 
+    @Test("/api/files decodes percent-encoding (a space, and '..' still refused); POST /api/jobs refuses exposures that cannot fit between slots with 400, before any slot")
+    func smallRefusals() async throws {
+        try await withService { service, dir, access in
+            try Data("x".utf8).write(to: URL(fileURLWithPath: dir + "/a b.json"))
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                try await client.execute(uri: "/api/files/a%20b.json", method: .get) { r in #expect(r.status == .ok, "\(r.status)") }
+                try await client.execute(uri: "/api/files/%2e%2e/etc/passwd", method: .get) { r in #expect(r.status == .forbidden || r.status == .notFound, "\(r.status)") }
+                let body = #"{"name": "long", "options": {"interval": "2s", "count": 3, "exposures": "1s,1s", "gain": 1}}"#
+                try await client.execute(uri: "/api/jobs", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: body)) { r in
+                    #expect(r.status == .badRequest && String(buffer: r.body).contains("more than half the time between slots"), "\(r.status) \(String(buffer: r.body))")
+                }
+            }
+            #expect(await service.jobStatuses().isEmpty)
+        }
+        #expect(!HTTPAPI.Access(host: "127.attacker.example", port: 80, token: nil).isLoopback)
+        #expect(HTTPAPI.Access(host: "127.0.0.53", port: 80, token: nil).isLoopback)
+    }
+
     @Test("/metrics counts the capture the API took, and /api/frame.jpg is a JPEG of the newest frame")
     func metricsAndFrame() async throws {
         try await withService { service, _, access in

@@ -147,6 +147,13 @@ struct ServeCLITests {
         try "tiny".write(toFile: file, atomically: true, encoding: .utf8)
         let weak = try await runChild(OutputCLITests.exe, ["serve", "--listen", "127.0.0.1:0", "--output", "/tmp/x", "--token-file", file])
         #expect(weak.status == 64 && weak.err.contains("at least 16 characters"), "\(weak.err)")
+        // Two lines: every request would be refused; said at start instead.
+        try "0123456789abcdef\n0123456789abcdef\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let twoLines = try await runChild(OutputCLITests.exe, ["serve", "--listen", "127.0.0.1:0", "--output", "/tmp/x", "--token-file", file])
+        #expect(twoLines.status == 64 && twoLines.err.contains("one line"), "\(twoLines.err)")
+        // A host name that merely begins with 127. is not loopback.
+        let named = try await runChild(OutputCLITests.exe, ["serve", "--listen", "127.attacker.example:0", "--output", "/tmp/x"])
+        #expect(named.status == 64 && named.err.contains("needs a bearer token"), "\(named.err)")
 
         let token = "s3cret-token-for-the-test-0123456789"
         let s = try Server([], environment: ["SHUTTERBUG_TOKEN": token])

@@ -81,6 +81,15 @@ struct ServeCommand: AsyncParsableCommand {
         if let tokenFile {
             guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8) else { throw ValidationError("--token-file \(tokenFile): cannot read it") }
             token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            // One line: a token with a newline or a space inside would never match what a
+            // client sends in its header, and every request would be refused.
+            if let t = token, t.contains(where: { $0.isWhitespace || $0.isNewline }) {
+                throw ValidationError("--token-file \(tokenFile): the token is one line without spaces; this file has \(t.split(whereSeparator: \.isNewline).count) lines")
+            }
+            var st = stat()
+            if stat(tokenFile, &st) == 0, st.st_mode & 0o077 != 0 {
+                notice("--token-file \(tokenFile) can be read by other users (mode \(String(st.st_mode & 0o777, radix: 8))): chmod 600 it, or 640 with the service's group")
+            }
         } else if let env = getenv("SHUTTERBUG_TOKEN") {
             token = String(cString: env).trimmingCharacters(in: .whitespacesAndNewlines)
         }

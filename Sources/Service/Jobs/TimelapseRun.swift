@@ -194,7 +194,16 @@ public final class TimelapseRun {
     /// - Throws: `.invalidArgument` with the reason, `.unsupported` for a camera without
     ///   exposure control.
     public static func check(_ spec: TimelapseJobSpec, on session: CaptureSession) async throws {
-        guard let manual = spec.manual, manual.count > 1 else { return }
+        guard let manual = spec.manual else { return }
+        // Exposures that cannot fit between slots: said now, not at the first slot.
+        let now = MonotonicClock.now() + wallOffset(nil)
+        if let every = try? spec.plan(now, nil).interval {
+            let busy = manual.reduce(Duration.zero) { $0 + $1.exposure }
+            guard busy * 2 <= every else {
+                throw ShutterbugError(.invalidArgument, "--exposures add up to \(busy.exposureDescription), more than half the time between slots (\(every.millisecondsDescription)): slots would be skipped; give shorter exposures or a longer interval")
+            }
+        }
+        guard manual.count > 1 else { return }
         try await session.validate(PhotoSettings(bracket: .manualExposure(manual.map { ($0.exposure, Gain($0.gain)) })))
     }
 

@@ -140,7 +140,7 @@ extension CameraService {
         guard let job = jobs.first(where: { $0.definition.name == name }) else {
             throw ShutterbugError(Self.noSuchJob, "no job named '\(name)'; the jobs are: \(jobs.map(\.definition.name).joined(separator: ", "))")
         }
-        guard !job.status.isOver else {
+        guard !job.status.isOver, !(action == .stop && job.status.state == .stopping) else {
             throw ShutterbugError(.invalidState, "job '\(name)' is \(job.status.state.rawValue) already")
         }
         let wall = camera.now + TimelapseRun.wallOffset(await session.latestFrame)

@@ -60,8 +60,13 @@ public enum HTTPAPI {
             return parts.count == 4 && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) && Int($0)! <= 255 }
         }
 
-        /// Loopback: 127.0.0.0/8, ::1, localhost.
-        public var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
+        /// Loopback: an address in 127.0.0.0/8, ::1, localhost (a host name that merely begins
+        /// with "127." is not).
+        public var isLoopback: Bool {
+            if host == "localhost" || host == "::1" { return true }
+            let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+            return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) && Int($0)! <= 255 }
+        }
 
         /// Refuses what would put the camera on the network without a token.
         public func check() throws {
@@ -226,6 +231,15 @@ public enum HTTPAPI {
     /// files only.
     static func resolve(_ components: [Substring], under root: String) -> Result<String, HTTPAPI.Refusal> {
         guard !components.isEmpty else { return .failure(.init(.notFound, "no file named")) }
+        // Each component as the client meant it: %20 a space, %2e%2e still '..'.
+        var decoded: [Substring] = []
+        for c in components {
+            guard let d = String(c).removingPercentEncoding, !d.contains("/") else {
+                return .failure(.init(.notFound, "no such file: \(c) (its percent-encoding is not valid, or it hides a '/')"))
+            }
+            decoded.append(Substring(d))
+        }
+        let components = decoded
         for c in components {
             if c == ".." {
                 return .failure(.init(.forbidden, "path: a file under the output directory, without '..'"))

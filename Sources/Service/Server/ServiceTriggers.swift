@@ -129,10 +129,11 @@ public final class ServiceTrigger: Sendable {
                     service.logger.notice("trigger '\(d.name)': listening on \(source)")
                 case .notice(let n):
                     service.logger.warning("trigger '\(d.name)': \(n)")
-                case .captured(_, let c):
+                case .captured(let t, let c):
                     metrics.triggerLag.record(duration: c.lag.toExposureStart)
                     let record = CameraService.CaptureRecord(
-                        id: String(PhotoFacts.uniqueID(captureID: c.uniqueID, step: 0).dropLast(4)), kind: c.steps > 1 ? "bracket of \(c.steps)" : "photo", steps: c.steps,
+                        id: String(PhotoFacts.uniqueID(captureID: c.uniqueID, step: 0).dropLast(4)),
+                        kind: (c.steps > 1 ? "bracket of \(c.steps)" : "photo") + " for trigger '\(d.name)' \(t.sequence)", steps: c.steps,
                         exposureStartNs: c.exposureStart?.nanoseconds, files: c.files.map { $0.path.hasPrefix(prefix) ? String($0.path.dropFirst(prefix.count)) : $0.path },
                         adjustments: c.adjustments, failures: c.failures)
                     await service.record(record, frames: c.sequences, bytes: c.files.reduce(0) { $0 + $1.bytes })

@@ -126,13 +126,28 @@ enum WebPage {
             document.getElementById('job-line-' + i).textContent = (j.nextSlot != null ? 'slot ' + j.nextSlot + (j.total ? ' of ' + j.total : '') + ' next at ' + j.nextSlotAt.replace('T', ' ').replace(/\\.\\d+Z$/, 'Z') + ' · ' : '')
               + j.taken + ' taken, ' + j.skipped + ' skipped, ' + j.failed + ' failed this run'
               + (j.scheduleErrorP99Us != null ? ' · slot error p99 ' + (Math.abs(j.scheduleErrorP99Us) < 1000 ? j.scheduleErrorP99Us.toFixed(1) + ' µs' : (j.scheduleErrorP99Us / 1000).toFixed(1) + ' ms') : '');
+            // Only what the job can do now: nothing once it is over or stopping.
+            const over = ['stopped', 'finished', 'failed', 'stopping'].includes(j.state);
+            for (const b of jobs.children[i].querySelectorAll('button'))
+              b.hidden = over || (b.dataset.action === 'pause' && j.state === 'paused') || (b.dataset.action === 'resume' && j.state !== 'paused');
             if (j.keogram) await picture(document.getElementById('job-keogram-' + i), file(j.keogram), j.taken);
           }
         }
         document.getElementById('triggers').innerHTML = s.triggers.length ? s.triggers.map(t => row(esc(t.name) + ' <span class="muted">' + esc(t.source || '') + '</span>',
           t.seen + ' seen, ' + t.captured + ' captured, ' + (t.dropped + t.coalesced) + ' dropped' + (t.lagP50Us != null ? ' · lag p50 ' + (t.lagP50Us / 1000).toFixed(1) + ' ms' : ''))).join('') : row('none', '');
         const c = await (await call('/api/captures')).json();
-        document.getElementById('captures').innerHTML = c.map(x => '<li>' + esc(x.kind) + ': ' + x.files.map(f => '<a href="' + file(f) + '">' + esc(f.split('/').pop()) + '</a>').join(', ') + '</li>').join('');
+        // Downloads go through call() too, so they carry the token (a plain link would not).
+        const list = document.getElementById('captures');
+        list.innerHTML = c.map(x => '<li>' + esc(x.kind) + (x.partial ? ' (partial)' : '') + ': ' + x.files.map(f => '<a href="#" data-file="' + esc(f) + '">' + esc(f.split('/').pop()) + '</a>').join(', ') + '</li>').join('');
+        list.querySelectorAll('a[data-file]').forEach(a => a.onclick = async event => {
+          event.preventDefault();
+          try {
+            const blob = await (await call(file(a.dataset.file))).blob();
+            const save = document.createElement('a');
+            save.href = URL.createObjectURL(blob); save.download = a.dataset.file.split('/').pop(); save.click();
+            setTimeout(() => URL.revokeObjectURL(save.href), 60000);
+          } catch (e) { document.getElementById('error').textContent = e.message; }
+        });
         const img = await (await call('/api/frame.jpg')).blob();
         const old = document.getElementById('frame').src; document.getElementById('frame').src = URL.createObjectURL(img); if (old) URL.revokeObjectURL(old);
         document.getElementById('error').textContent = '';
