@@ -8,9 +8,11 @@ set -euo pipefail
 # Build: libcamera and libdrm; libtiff, libjpeg-turbo and libexif for DNG and JPEG output.
 # Tests read the output back with tools nobody here wrote: exiftool, LibRaw, djpeg (and tjbench
 # for the output benchmark).
-# Colour is checked by LibRaw through rawpy (PyPI), installed below with numpy.
+# Colour is checked by LibRaw through rawpy (PyPI), installed below with numpy. The web page is
+# run in headless Chromium (board/check-page.sh).
 packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libpng-dev libsqlite3-dev sqlite3
-	libcurl4-openssl-dev libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip)
+	libcurl4-openssl-dev libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip
+	chromium)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod udev

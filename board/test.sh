@@ -54,7 +54,7 @@ unit() {
 
 run_tier unit unit
 api() {
-	board/fuzz-api.sh && "${SHUTTERBUG_BUILD_DIR:-.build/debug}/shutterbug-bench" serve-load --seconds 30
+	board/fuzz-api.sh && board/check-page.sh && "${SHUTTERBUG_BUILD_DIR:-.build/debug}/shutterbug-bench" serve-load --seconds 30
 }
 
 run_tier api api

@@ -21,7 +21,8 @@ enum WebPage {
     .job { background: #2b2b2e; border-radius: 8px; padding: 10px 12px; margin-bottom: 10px; }
     progress { width: 100%; height: 10px; } .muted { color: #999; font-size: 13px; }
     </style></head><body>
-    <header><h1>Shutterbug</h1><span id="camera"></span><span id="error" class="error"></span></header>
+    <header><h1>Shutterbug</h1><span id="camera"></span><span id="error" class="error"></span>
+    <form id="token-form" hidden><label>This camera needs its token: <input id="token-input" type="password" autocomplete="current-password" size="28"></label> <button>Use it</button></form></header>
     <main>
     <section>
       <h2>Now</h2><img id="frame" alt="the newest frame">
@@ -37,26 +38,31 @@ enum WebPage {
     </section>
     </main>
     <script>
-    // The token, when the service has one: asked for once (one question however many calls
-    // are refused at once), kept for this tab in session storage, sent as the bearer header,
-    // never put in a URL. Cancelled, the page says so and asks again on the next refresh.
+    // The token, when the service has one: asked for in the page's own form (one question
+    // however many calls were refused at once), kept for this tab in session storage, sent as
+    // the bearer header, never put in a URL.
     let token = sessionStorage.getItem('token');
     let asking = null;
     function askToken() {
-      if (!asking) asking = new Promise(resolve => setTimeout(() => {
-        const given = prompt('This camera asks for its token (the service\'s --token-file):');
-        token = given ? given.trim() : null;
-        if (token) sessionStorage.setItem('token', token); else sessionStorage.removeItem('token');
-        asking = null;
-        resolve(token);
-      }, 0));
+      if (!asking) asking = new Promise(resolve => {
+        const form = document.getElementById('token-form'), input = document.getElementById('token-input');
+        form.hidden = false; input.focus();
+        form.onsubmit = event => {
+          event.preventDefault();
+          token = input.value.trim();
+          if (token) sessionStorage.setItem('token', token); else sessionStorage.removeItem('token');
+          form.hidden = true; input.value = ''; asking = null;
+          resolve(token);
+        };
+      });
       return asking;
     }
     async function call(path, options = {}, retried = false) {
       const headers = Object.assign({}, options.headers, token ? {Authorization: 'Bearer ' + token} : {});
       const r = await fetch(path, Object.assign({}, options, {headers}));
       if (r.status === 401 && !retried) {
-        if (!(await askToken())) throw new Error('this camera needs its token: reload the page to give it');
+        document.getElementById('error').textContent = token ? 'that token was refused' : 'this camera needs its token';
+        await askToken();
         return call(path, options, true);
       }
       if (!r.ok) { const e = await r.json().catch(() => ({error: r.statusText})); throw new Error(e.error); }
