@@ -138,6 +138,39 @@ struct ServeCLITests {
         #expect(s.stop() == 0, "SIGTERM: a clean exit")
     }
 
+    @Test("300 clients that connect and say nothing, or never finish a request's head (slowloris), leave the status answering at once, and are closed once idle 15 s")
+    func idleAndSlowClients() async throws {
+        let s = try Server()
+        defer { _ = s.stop() }
+        let port = UInt16(s.base.split(separator: ":").last!.dropLast())!
+        var sockets: [Int32] = []
+        defer { sockets.forEach { close($0) } }
+        for i in 0..<300 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = port.bigEndian
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            try #require(rc == 0, "connection \(i): errno \(errno)")
+            if i % 2 == 0 { _ = "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n".withCString { send(fd, $0, strlen($0), 0) } }
+            sockets.append(fd)
+        }
+        let began = ContinuousClock.now
+        let status = try await call(s.base + "api/status")
+        #expect(status.status == 200, "\(status.text)")
+        #expect(ContinuousClock.now - began < .seconds(10), "the status took \(ContinuousClock.now - began) with 300 idle clients")
+        // Each is closed by the service once idle: a read sees the end.
+        for fd in sockets {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, 60_000)
+            var byte: UInt8 = 0
+            let n = ready > 0 ? recv(fd, &byte, 1, 0) : -2
+            #expect(n <= 0 && n != -2, "a client idle for 60 s was not closed (poll \(ready), recv \(n))")
+            if n == -2 { break }
+        }
+    }
+
     @Test("the token rule: beyond loopback without a token it refuses to start; with one, no token or a wrong one is 401 and the right one works")
     func token() async throws {
         let refused = try await runChild(OutputCLITests.exe, ["serve", "--camera", "sim:imx477", "--listen", "0.0.0.0:0", "--output", "/tmp/x"])

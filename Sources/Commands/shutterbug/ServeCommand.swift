@@ -2,6 +2,7 @@ import ArgumentParser
 import JobOptions
 import Capture
 import Hummingbird
+import HummingbirdCore
 import ImageOutput
 import Server
 import ShutterbugCore
@@ -146,8 +147,18 @@ struct ServeCommand: AsyncParsableCommand {
         return (d, Dictionary(top.map { ($0.key, $0.arguments) }, uniquingKeysWith: { a, _ in a }))
     }
 
+    /// Connections the service keeps open at once.
+    static let maxConnections = 512
+
     func run() async throws {
         let logger = Logger(label: "shutterbug") { _ in JournalLogHandler() }
+        // Room for the connections, the camera's buffers and every job's journal (a reload of
+        // 300 jobs ran out of the default 1024): the soft limit raised to the hard one.
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = min(limit.rlim_max, 65_536)
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
         let access = try self.access()
         let (declared, topLevel) = try Self.declared(configuration: config, output: output)
         var stream = StreamRequest(role: .still)
@@ -246,8 +257,14 @@ struct ServeCommand: AsyncParsableCommand {
         defer { statusLine?.cancel() }
         let host = access.host.contains(":") ? "[\(access.host)]" : access.host
         let where_ = "http://\(host):\(access.port)/"
+        // Connections are bounded and timed: one idle for 15 s is closed (a slow or
+        // stalled client, a keep-alive left open), and beyond 512 at once no more are taken
+        // until one ends, so idle clients cannot use up the file descriptors the camera and
+        // the jobs' journals need.
         let app = Application(router: HTTPAPI.router(service, access: access, hooks: hooks),
-                              configuration: .init(address: .hostname(access.host, port: access.port), serverName: "shutterbug"),
+                              server: .http1(configuration: .init(idleTimeout: .seconds(15))),
+                              configuration: .init(address: .hostname(access.host, port: access.port), serverName: "shutterbug",
+                                                   availableConnectionsDelegate: MaximumAvailableConnections(Self.maxConnections)),
                               onServerRunning: { channel in
                                   // The port the system gave (for --listen HOST:0).
                                   let url = "http://\(host):\(channel.localAddress?.port ?? access.port)/"
