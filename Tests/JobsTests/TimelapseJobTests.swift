@@ -45,19 +45,8 @@ struct TimelapseJobTests {
         }
     }
 
-    /// Every event of a run, in order, and what the run threw.
     static func run(_ job: TimelapseJob, onEvent: @escaping @Sendable (TimelapseJob.Event) -> Void = { _ in }) async -> ([TimelapseJob.Event], (any Error)?) {
-        async let events: [TimelapseJob.Event] = {
-            var all: [TimelapseJob.Event] = []
-            for await e in job.events {
-                onEvent(e)
-                all.append(e)
-            }
-            return all
-        }()
-        var thrown: (any Error)?
-        do { try await job.run() } catch { thrown = error }
-        return (await events, thrown)
+        await collect(job.events, onEvent: onEvent) { try await job.run() }
     }
 
     static func slots(_ events: [TimelapseJob.Event]) -> [TimelapseRun.SlotResult] {
@@ -219,4 +208,19 @@ final class Count: Sendable {
     private let n = Mutex(0)
     func add() { n.withLock { $0 += 1 } }
     var value: Int { n.withLock { $0 } }
+}
+
+/// Every event of a service's run, in order, and what the run threw.
+func collect<Event: Sendable>(_ events: AsyncStream<Event>, onEvent: @escaping @Sendable (Event) -> Void, run: () async throws -> Void) async -> ([Event], (any Error)?) {
+    async let all: [Event] = {
+        var seen: [Event] = []
+        for await e in events {
+            onEvent(e)
+            seen.append(e)
+        }
+        return seen
+    }()
+    var thrown: (any Error)?
+    do { try await run() } catch { thrown = error }
+    return (await all, thrown)
 }

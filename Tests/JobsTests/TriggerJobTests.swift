@@ -24,17 +24,7 @@ struct TriggerJobTests {
     }
 
     static func run(_ job: TriggerJob, onEvent: @escaping @Sendable (TriggerJob.Event) -> Void = { _ in }) async -> ([TriggerJob.Event], (any Error)?) {
-        async let events: [TriggerJob.Event] = {
-            var all: [TriggerJob.Event] = []
-            for await e in job.events {
-                onEvent(e)
-                all.append(e)
-            }
-            return all
-        }()
-        var thrown: (any Error)?
-        do { try await job.run() } catch { thrown = error }
-        return (await events, thrown)
+        await collect(job.events, onEvent: onEvent) { try await job.run() }
     }
 
     static func summary(_ events: [TriggerJob.Event]) -> TriggerJob.Summary? {

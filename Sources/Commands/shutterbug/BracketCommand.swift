@@ -343,12 +343,3 @@ struct Bracket: AsyncParsableCommand {
 
     private func pad(_ s: String, _ w: Int) -> String { s.count >= w ? s : s + String(repeating: " ", count: w - s.count) }
 }
-
-extension Substring {
-    func trimmingCharacters() -> Substring {
-        var s = self
-        while s.first == " " { s = s.dropFirst() }
-        while s.last == " " { s = s.dropLast() }
-        return s
-    }
-}
