@@ -107,6 +107,8 @@ struct HTTPAPITests {
                 try await client.execute(uri: "/api/capture", method: .post, headers: auth, body: ByteBuffer(string: body)) { r in
                     #expect(r.status == .badRequest, "\(body): \(String(buffer: r.body))")
                     #expect(String(buffer: r.body).contains(named), "\(body): \(String(buffer: r.body))")
+                    // Said in JSON's words, never Swift's type names.
+                    #expect(!String(buffer: r.body).contains("Array<") && !String(buffer: r.body).contains("Double"), "\(body): \(String(buffer: r.body))")
                 }
                 try await client.execute(uri: "/api/capture", method: .post, headers: auth, body: ByteBuffer(repeating: UInt8(ascii: " "), count: 64 << 10)) { r in
                     #expect(r.status == .contentTooLarge)

@@ -181,6 +181,17 @@ public enum HTTPAPI {
         return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
+    /// What a JSON value of `type` is, in JSON's words: a number, a string, a list, an object.
+    static func jsonKind(_ type: Any.Type) -> String {
+        let name = String(describing: type)
+        if name.hasPrefix("Array") || name.hasPrefix("[") { return "a list" + (name.contains("Double") || name.contains("Int") ? " of numbers" : name.contains("String") ? " of strings" : "") }
+        if name.hasPrefix("Dictionary") { return "an object" }
+        if name.contains("Double") || name.contains("Int") || name.contains("Float") { return "a number" }
+        if name.contains("String") { return "a string" }
+        if name.contains("Bool") { return "true or false" }
+        return "another kind of value"
+    }
+
     /// Reads files for `/api/files` on NIO's thread pool, in chunks.
     static let fileIO = FileIO()
 
@@ -429,8 +440,9 @@ public enum HTTPAPI {
                         return HTTPAPI.error(.badRequest, "\(unknown): not a field; the fields are \(known.sorted().joined(separator: ", "))")
                     }
                     ask = try JSONDecoder().decode(CameraService.CaptureRequest.self, from: Data(buffer: body))
-                } catch let DecodingError.typeMismatch(_, c), let DecodingError.valueNotFound(_, c) {
-                    return HTTPAPI.error(.badRequest, "\(c.codingPath.map(\.stringValue).joined(separator: ".")): \(c.debugDescription)")
+                } catch let DecodingError.typeMismatch(type, c), let DecodingError.valueNotFound(type, c) {
+                    // In JSON's words, not Swift's ("Array<Double>").
+                    return HTTPAPI.error(.badRequest, "\(c.codingPath.map(\.stringValue).joined(separator: ".")): expected \(jsonKind(type))")
                 } catch {
                     return HTTPAPI.error(.badRequest, "the body must be a JSON object: {\"ev\": [-1,0,1]}, {\"exposuresUs\": [1000, 4000], \"gain\": 1}, or {} for a photo; \"formats\": [\"jpeg\", \"dng\"]")
                 }
