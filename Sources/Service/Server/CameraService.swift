@@ -250,7 +250,7 @@ public actor CameraService {
         switch e {
         case .backPressure(let waited):
             metrics.backPressureWaits.increment()
-            metrics.backPressureSeconds.increment(by: Int(waited.microsecondsValue))
+            metrics.backPressureSeconds.increment(by: waited.secondsValue)
         case .captureFinished(let r) where r.retries > 0: metrics.retries.increment(by: r.retries)
         default: break
         }

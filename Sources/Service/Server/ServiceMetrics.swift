@@ -27,7 +27,7 @@ final class ServiceMetrics: Sendable {
     let retries: CoreMetrics.Counter
     /// Captures that waited for encoder memory, and how long in all.
     let backPressureWaits: CoreMetrics.Counter
-    let backPressureSeconds: CoreMetrics.Counter
+    let backPressureSeconds: CoreMetrics.FloatingPointCounter
     /// A timelapse slot's first exposure start less its instant, in seconds (signed).
     let scheduleError: CoreMetrics.Recorder
     /// A trigger's instant to its capture's first exposure start.
@@ -69,7 +69,7 @@ final class ServiceMetrics: Sendable {
         bracketFramesPerStep = CoreMetrics.Recorder(label: "shutterbug.bracket.frames.per.step", aggregate: true, factory: f)
         retries = CoreMetrics.Counter(label: "shutterbug.capture.retries.total", factory: f)
         backPressureWaits = CoreMetrics.Counter(label: "shutterbug.encode.backpressure.waits.total", factory: f)
-        backPressureSeconds = CoreMetrics.Counter(label: "shutterbug.encode.backpressure.microseconds.total", factory: f)
+        backPressureSeconds = CoreMetrics.FloatingPointCounter(label: "shutterbug.encode.backpressure.seconds.total", factory: f)
         scheduleError = CoreMetrics.Recorder(label: "shutterbug.timelapse.schedule.error.seconds", aggregate: true, factory: f)
         triggerLag = CoreMetrics.Timer(label: "shutterbug.trigger.lag.seconds", factory: f)
         frames = CoreMetrics.Counter(label: "shutterbug.frames.total", factory: f)
