@@ -378,6 +378,20 @@ struct HTTPAPITests {
         #expect(HTTPAPI.Access(host: "127.0.0.53", port: 80, token: nil).isLoopback)
     }
 
+    @Test("a busy trigger does not push the API's captures out of the list: the newest 50 of each are kept, the trigger's named")
+    func capturesListKeepsBoth() async throws {
+        try await withService { service, _, _ in
+            _ = try await service.capture(PhotoSettings())
+            for i in 0..<60 {
+                await service.record(.init(id: "t\(i)", kind: "photo for trigger 'door' \(i)", steps: 1, exposureStartNs: nil, files: [], adjustments: [], failures: [], trigger: "door"),
+                                     frames: [UInt32(i)], bytes: 0)
+            }
+            let list = await service.captures()
+            #expect(list.filter { $0.trigger == nil }.count == 1, "\(list.map(\.id))")
+            #expect(list.filter { $0.trigger == "door" }.count == 50 && list.first?.id == "t59", "\(list.map(\.id))")
+        }
+    }
+
     @Test("/metrics counts the capture the API took, and /api/frame.jpg is a JPEG of the newest frame")
     func metricsAndFrame() async throws {
         try await withService { service, _, access in

@@ -31,6 +31,8 @@ public actor CameraService {
         /// Some of the capture's files could not be written (`failures` says which and why);
         /// the frames were captured, and the files listed are whole.
         public var partial: Bool? = nil
+        /// The trigger that asked for it, for a trigger's capture (nil: over the API).
+        public var trigger: String? = nil
     }
 
     /// A capture whose frames came but none of whose files could be written (a full disk): a
@@ -181,8 +183,7 @@ public actor CameraService {
         if sequences.count > 1, let lo = sequences.min(), let hi = sequences.max() {
             metrics.bracketFramesPerStep.record(Double(hi - lo + 1) / Double(sequences.count))
         }
-        recent.append(record)
-        if recent.count > 50 { recent.removeFirst(recent.count - 50) }
+        remember(record)
         return record
     }
 
@@ -196,8 +197,15 @@ public actor CameraService {
         if frames.count > 1, let lo = frames.min(), let hi = frames.max() {
             metrics.bracketFramesPerStep.record(Double(hi - lo + 1) / Double(frames.count))
         }
+        remember(record)
+    }
+
+    /// The newest 50 captures over the API and the newest 50 of the triggers: a busy trigger
+    /// does not push the API's out of the list.
+    private func remember(_ record: CaptureRecord) {
         recent.append(record)
-        if recent.count > 50 { recent.removeFirst(recent.count - 50) }
+        let sameOrigin = { (r: CaptureRecord) in (r.trigger == nil) == (record.trigger == nil) }
+        if recent.filter(sameOrigin).count > 50, let oldest = recent.firstIndex(where: sameOrigin) { recent.remove(at: oldest) }
     }
 
     /// Counts a trigger's capture that failed.
