@@ -54,7 +54,7 @@ public final class OutputDirectory: Sendable {
     public func checkSpace(for bytes: Int64) throws {
         let free = try freeBytes()
         if free - bytes < reserve {
-            throw ShutterbugError(.noSpace, "not enough space in \(path): \(mib(free)) free, the capture needs about \(mib(bytes)) and \(mib(reserve)) is kept free")
+            throw ShutterbugError(.noSpace, "not enough space in \(path): \(mib(free)) free, the capture needs about \(mib(bytes)) and the reserve kept free is \(mib(reserve))")
         }
     }
 
