@@ -113,7 +113,7 @@ public struct TriggerOptions: ParsableArguments, Sendable {
                 let edges: GPIOEdges = edge == "rising" ? .rising : edge == "both" ? .both : .falling
                 let g = try GPIOTriggerSource(line: gpio, edges: edges, bias: bias.flatMap(GPIOBias.init), activeLow: activeLow, debounce: debounce)
                 announce("waiting for \(edge) edges on \(gpio) (\(g.chipPath) line \(g.offset))")
-                return TriggerHandle(source: g, stop: { g.stopAndWait() }, kernelLost: { g.kernelLost })
+                return TriggerHandle(source: g, stop: { g.stop() }, close: { g.stopAndWait() }, kernelLost: { g.kernelLost })
             }
             if signal {
                 let s = try SignalTriggerSource(signal: SIGUSR1, name: "SIGUSR1")

@@ -8,13 +8,19 @@ import Synchronization
 /// An open trigger source and how to close it.
 public struct TriggerHandle: Sendable {
     public var source: any TriggerSource
-    /// Ends the source's sequence (a GPIO line released, its reader joined).
+    /// Ends the source's sequence without waiting (a GPIO line's reader woken): called from
+    /// whoever stops the job, at any time, maybe more than once.
     public var stop: @Sendable () -> Void
+    /// Waits for the source to be closed (the reader thread joined): called once, by the job,
+    /// when it ends. Default: `stop`.
+    public var close: @Sendable () -> Void
     /// Edges the kernel lost (its event buffer full).
     public var kernelLost: @Sendable () -> Int
-    public init(source: any TriggerSource, stop: @escaping @Sendable () -> Void, kernelLost: @escaping @Sendable () -> Int = { 0 }) {
+    public init(source: any TriggerSource, stop: @escaping @Sendable () -> Void, close: (@Sendable () -> Void)? = nil,
+                kernelLost: @escaping @Sendable () -> Int = { 0 }) {
         self.source = source
         self.stop = stop
+        self.close = close ?? stop
         self.kernelLost = kernelLost
     }
 }
@@ -337,6 +343,7 @@ public final class TriggerJob: Service, Sendable {
         }
         feeder.cancel()
         h.stop()
+        h.close()
         q.lostBySource(h.kernelLost())
         let failure = stopping == nil ? source.failure : nil
         emit(.progress(q.counts, lags: lags))
