@@ -103,8 +103,12 @@ struct TimelapseJobTests {
         let clock = VirtualCameraClock()
         let job = TimelapseJob(spec: spec(count: 10), output: dir, reserve: 0, source: .owned(open: Self.opener(options(), clock: clock), stopWhenIdle: nil), clock: clock)
         let (events, thrown) = await Self.run(job) { e in
+            if case .slot(let r, _) = e, r.index == 0 { job.requestPictures() }
             if case .slot(let r, _) = e, r.index == 1 { job.stop("the test") }
         }
+        // Asked for between slots (SIGUSR1 on the command line): written, and said so.
+        let asked = events.compactMap { if case .pictures(let k, _, true) = $0 { return k } else { return nil } }
+        #expect(asked.count == 1 && asked.first.map { FileManager.default.fileExists(atPath: $0) } == true, "\(asked)")
         #expect(thrown == nil)
         #expect(Self.slots(events).map(\.index) == [0, 1])
         let summary = try #require(Self.summary(events))

@@ -79,8 +79,11 @@ struct TimelapsePrinter: Sendable {
                 if let steps = r.settings {
                     notifier?.status("slot \(r.index)\(total.map { "/\($0)" } ?? "") \(r.state.rawValue) at \(r.wall); \(steps.exposure.exposureDescription) gain \(String(format2: steps.gain)); \(progress.counts[.taken] ?? 0) taken this run")
                 }
-            case .pictures:
-                break
+            case .pictures(let k, let c, let asked):
+                if asked {
+                    clearStatus()
+                    notice("SIGUSR1: " + ([k, c].compactMap { $0 }.joined(separator: " and ").nilIfEmpty ?? "nothing") + " written")
+                }
             case .finished(let s):
                 clearStatus()
                 notifier?.stopping(status: "timelapse '\(job)' stopping: \(s.stoppedBy)")
@@ -222,4 +225,8 @@ final class WatchdogFeed: Sendable {
     /// A new session (the camera opened again): no longer idle.
     func update(_ session: CaptureSession) { value.withLock { $0 = (session, false) } }
     func idle(_ on: Bool) { value.withLock { $0.1 = on } }
+}
+
+extension String {
+    var nilIfEmpty: String? { isEmpty ? nil : self }
 }

@@ -67,8 +67,8 @@ public final class TimelapseJob: Service, Sendable {
         /// The camera streams (again), or was stopped between slots to save power.
         case camera(CameraState)
         /// The keogram and the contact sheet were written (after the first slot taken, then
-        /// after a slot at most once a minute, on `requestPictures()`, and at the end).
-        case pictures(keogram: String?, contactSheet: String?)
+        /// after a slot at most once a minute, on `requestPictures()`: `asked`, and at the end).
+        case pictures(keogram: String?, contactSheet: String?, asked: Bool)
         /// The job ended (it may still throw after this when it could not end cleanly).
         case finished(Summary)
     }
@@ -365,10 +365,6 @@ public final class TimelapseJob: Service, Sendable {
                     guard try await reopen(reason: "stopped while idle") else { break loop }
                 }
             }
-            if control.withLock({ w in defer { w.picturesWanted = false }; return w.picturesWanted }) {
-                let (k, c) = run.pictures()
-                emit(.pictures(keogram: k, contactSheet: c))
-            }
             offset = TimelapseRun.wallOffset(await cam.session.latestFrame)
             let next = schedule.next
             let instant = schedule.wall(of: next) - offset
@@ -380,10 +376,15 @@ public final class TimelapseJob: Service, Sendable {
             // Until the lock's lead before the slot (until the slot itself while paused): the
             // slot's capture is queued on the session only then.
             while stopReason == nil {
+                // The keogram and the sheet when asked for (SIGUSR1), while waiting.
+                if control.withLock({ w in defer { w.picturesWanted = false }; return w.picturesWanted }) {
+                    let (k, c) = run.pictures()
+                    emit(.pictures(keogram: k, contactSheet: c, asked: true))
+                }
                 let paused = isPaused
                 let until = instant - (paused ? .zero : lead)
                 if cam.camera.now >= until { break }
-                guard await stream(cam.session, camera: cam.camera, until: until, interrupt: { isPaused != paused }) else { break }
+                guard await stream(cam.session, camera: cam.camera, until: until, interrupt: { isPaused != paused || control.withLock { $0.picturesWanted } }) else { break }
             }
             if stopReason != nil { break }
             let result: TimelapseRun.SlotResult
@@ -411,7 +412,7 @@ public final class TimelapseJob: Service, Sendable {
             if result.state == .taken, pictured.map({ ContinuousClock.now - $0 >= .seconds(60) }) ?? true {
                 pictured = ContinuousClock.now
                 let (k, c) = run.pictures()
-                emit(.pictures(keogram: k, contactSheet: c))
+                emit(.pictures(keogram: k, contactSheet: c, asked: false))
             }
             if result.cameraTrouble {
                 let why = "slot \(result.index): the camera failed (\(result.reason ?? "the session failed"))"
@@ -442,7 +443,7 @@ public final class TimelapseJob: Service, Sendable {
         try run.retain(before: schedule.next, now: cam.camera.now + offset)
         if run.unjournalledCount > 0 { notice("\(run.unjournalledCount) slots could not be journalled (the disk is full); their files are on disk") }
         let (keogram, sheet) = run.pictures()
-        emit(.pictures(keogram: keogram, contactSheet: sheet))
+        emit(.pictures(keogram: keogram, contactSheet: sheet, asked: false))
         let why = stopReason
         emit(.finished(Summary(job: spec.name, stoppedBy: why ?? "the schedule ended", stopped: why != nil, counts: run.counts, journalCounts: try journal.counts(),
                                scheduleError: LagDistribution(run.errors.map { $0 < .zero ? .zero - $0 : $0 }), journalPath: journal.database.path,

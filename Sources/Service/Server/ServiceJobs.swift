@@ -222,7 +222,7 @@ extension ServiceJob {
                         p.scheduleErrorP50Us = progress.scheduleError?.p50.microsecondsValue
                         p.scheduleErrorP99Us = progress.scheduleError?.p99.microsecondsValue
                     }
-                case .pictures(let k, let s):
+                case .pictures(let k, let s, _):
                     update { p in
                         p.keogram = k.map(relative) ?? p.keogram
                         p.contactSheet = s.map(relative) ?? p.contactSheet
