@@ -302,15 +302,18 @@ public actor CameraService {
     /// Whether frames are coming, and why not: the session failed (the camera went away), or
     /// the newest frame is older than two seconds or ten of its frame periods (a stall).
     public func health() async -> (streaming: Bool, problem: String?) {
-        if let failed = await session.failureReason { return (false, "the camera failed: \(failed.message)") }
-        let m = await session.latestFrame
-        // Before the first frame, counted from the service's start (a camera's first frames
-        // come a few hundred milliseconds after it starts).
-        let age = camera.now - (m?.sensorTimestamp ?? started)
+        Self.health(failure: await session.failureReason, newest: await session.latestFrame, now: camera.now, started: started)
+    }
+
+    /// `health()` from what it looks at: the session's failure, the newest frame, the camera's
+    /// time now and when the service started (before the first frame, the age counts from it).
+    static func health(failure: ShutterbugError?, newest m: FrameMetadata?, now: SensorTime, started: SensorTime) -> (streaming: Bool, problem: String?) {
+        if let failure { return (false, "the camera failed: \(failure.message)") }
+        let age = now - (m?.sensorTimestamp ?? started)
         let limit = max(.seconds(2), (m?.frameDuration ?? .zero) * 10)
-        if m == nil && age > limit { return (false, "no frame since the camera started, \(String(format2: age.secondsValue)) s ago") }
-        if age > limit { return (false, "the camera stalled: no frame for \(String(format2: age.secondsValue)) s") }
-        return (true, nil)
+        guard age > limit else { return (true, nil) }
+        if m == nil { return (false, "no frame since the camera started, \(String(format2: age.secondsValue)) s ago") }
+        return (false, "the camera stalled: no frame for \(String(format2: age.secondsValue)) s")
     }
 
     /// Logs the camera going quiet or failing, and coming back, once each: a stall no longer
