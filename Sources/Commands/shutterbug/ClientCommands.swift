@@ -4,9 +4,9 @@ import Foundation
 import ConfigFile
 import Server
 
-import AsyncHTTPClient
-import NIOCore
-import NIOHTTP1
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Where a running `shutterbug serve` is and how to talk to it: the commands that ask it
 /// instead of opening the camera themselves, so a user never fights the service for it.
@@ -36,35 +36,21 @@ struct ServiceOptions: ParsableArguments {
         return environment("SHUTTERBUG_TOKEN")
     }
 
-    /// One client for the process: a service that is not there is said at once (no retrying
-    /// the connection until the request's deadline), and one that does not answer within its
-    /// connect timeout fails then.
-    static let client: HTTPClient = {
-        var c = HTTPClient.Configuration()
-        c.timeout.connect = .seconds(5)
-        c.connectionPool.retryConnectionEstablishment = false
-        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: c)
-    }()
-
     /// Sends a request to the service; its status and body. Throws, naming the address, when
-    /// nothing answers there. AsyncHTTPClient waits on the socket (epoll): a 4 s bracket costs
-    /// the client no CPU while it waits (URLSession on Linux spun a core for the whole wait).
+    /// nothing answers there.
     func call(_ path: String, method: String = "GET", body: Data? = nil, timeout: TimeInterval = 120) async throws -> (status: Int, body: Data) {
         let url = try base().appendingPathComponent(path)
-        var request = HTTPClientRequest(url: url.absoluteString)
-        request.method = HTTPMethod(rawValue: method)
-        if let body {
-            request.body = .bytes(ByteBuffer(bytes: body))
-            request.headers.add(name: "Content-Type", value: "application/json")
-        }
-        if let token = try token() { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.timeoutInterval = timeout
+        request.httpBody = body
+        if body != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
+        if let token = try token() { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         do {
-            let response = try await Self.client.execute(request, timeout: .milliseconds(Int64(timeout * 1000)))
-            let bytes = try await response.body.collect(upTo: 256 << 20)
-            return (Int(response.status.code), Data(bytes.readableBytesView))
+            let (data, response) = try await URLSession.shared.data(for: request)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
         } catch {
-            let text = "\(error)"
-            throw ServiceUnreachable(url: try base().absoluteString, reason: text.contains("Connection refused") ? "connection refused" : text)
+            throw ServiceUnreachable(url: try base().absoluteString, reason: error.localizedDescription)
         }
     }
 
