@@ -344,6 +344,8 @@ struct HTTPAPITests {
         let directory = try OutputDirectory(path: dir, reserve: 0)
         let service = CameraService(session: session, camera: cam, writer: try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: .imx477)),
                                     directory: directory)
+        // A stall is the absence of frames for a while: nothing signals it, so the status is
+        // looked at every 100 ms until it says so (or the deadline names what never came).
         let stalled = try await withDeadline(.seconds(30), "the status to say the camera stalled") { () -> String in
             while true {
                 let s = await service.status()
@@ -356,7 +358,7 @@ struct HTTPAPITests {
         // slowly to count as streaming: that judgement is tested apart, below).
         let stalledAt = await session.latestFrame?.sequence ?? 0
         try await withDeadline(.seconds(60), "the camera's frames to come again after its stall") {
-            while (await session.latestFrame?.sequence ?? 0) <= stalledAt { try await Task.sleep(for: .milliseconds(100)) }
+            for await m in await session.frames() where m.sequence > stalledAt { return }
         }
         await session.stop()
     }
