@@ -171,6 +171,22 @@ struct ServeCLITests {
         }
     }
 
+    @Test("the CLI client waits for a slow capture without spinning: `capture --exposures 2s,2s` (some 5 s) costs it well under a second of CPU (URLSession on Linux spun a core the whole wait)")
+    func clientWaitsIdle() async throws {
+        let s = try Server()
+        defer { _ = s.stop() }
+        // bash's `times`: the shell's CPU, then its children's (the client's), user and system.
+        let r = try await runChild("/bin/bash", ["-c", "\"$0\" capture --service \"$1\" --exposures 2s,2s >/dev/null && times", OutputCLITests.exe, s.base])
+        #expect(r.status == 0, "\(r.err)")
+        let children = try #require(r.out.split(separator: "\n").last, "\(r.out)")
+        let seconds = children.split(separator: " ").map { part -> Double in
+            // 0m1.234s
+            let p = part.dropLast().split(separator: "m")
+            return (Double(p.first ?? "0") ?? 0) * 60 + (Double(p.last ?? "0") ?? 0)
+        }
+        #expect(seconds.count == 2 && seconds.reduce(0, +) < 1.0, "the client used \(children) of CPU for a capture of some 5 s")
+    }
+
     @Test("the token rule: beyond loopback without a token it refuses to start; with one, no token or a wrong one is 401 and the right one works")
     func token() async throws {
         let refused = try await runChild(OutputCLITests.exe, ["serve", "--camera", "sim:imx477", "--listen", "0.0.0.0:0", "--output", "/tmp/x"])

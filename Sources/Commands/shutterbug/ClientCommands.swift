@@ -2,11 +2,8 @@ import ArgumentParser
 import JobOptions
 import Foundation
 import ConfigFile
+import HTTPTransfer
 import Server
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// Where a running `shutterbug serve` is and how to talk to it: the commands that ask it
 /// instead of opening the camera themselves, so a user never fights the service for it.
@@ -37,20 +34,21 @@ struct ServiceOptions: ParsableArguments {
     }
 
     /// Sends a request to the service; its status and body. Throws, naming the address, when
-    /// nothing answers there.
+    /// nothing answers there. libcurl waits on the socket (poll): a 4 s bracket costs the client
+    /// no CPU while it waits (URLSession on Linux spun a core for the whole wait), and a service
+    /// that is not there is said at once.
     func call(_ path: String, method: String = "GET", body: Data? = nil, timeout: TimeInterval = 120) async throws -> (status: Int, body: Data) {
         let url = try base().appendingPathComponent(path)
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        request.timeoutInterval = timeout
-        request.httpBody = body
-        if body != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
-        if let token = try token() { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        var headers: [(name: String, value: String)] = []
+        if body != nil { headers.append(("Content-Type", "application/json")) }
+        if let token = try token() { headers.append(("Authorization", "Bearer \(token)")) }
+        let request = HTTPTransfer.Request(method: method, url: url.absoluteString, headers: headers, body: body.map { .bytes(Array($0)) } ?? .none,
+                                  connectTimeout: .seconds(5), timeout: .milliseconds(Int64(timeout * 1000)))
         do {
-            let (data, response) = try await URLSession.shared.data(for: request)
-            return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
-        } catch {
-            throw ServiceUnreachable(url: try base().absoluteString, reason: error.localizedDescription)
+            let response = try await HTTPTransfer.perform(request)
+            return (response.status, Data(response.body))
+        } catch let error as HTTPTransfer.Failure {
+            throw ServiceUnreachable(url: try base().absoluteString, reason: error.message)
         }
     }
 
