@@ -430,6 +430,14 @@ struct HTTPAPITests {
                     let text = String(buffer: r.body)
                     let line = text.split(separator: "\n").first { $0.hasPrefix("shutterbug_captures_total") }
                     #expect(line.map { $0.hasSuffix(" 1") } == true, "\(line ?? "no shutterbug_captures_total")")
+                    // Every family says what it is: a # HELP line from our table, just before its # TYPE.
+                    let lines = text.split(separator: "\n")
+                    let types = lines.indices.filter { lines[$0].hasPrefix("# TYPE ") }
+                    #expect(types.count >= 20, "\(types.count) families")
+                    for i in types {
+                        let name = lines[i].dropFirst(7).prefix { $0 != " " }
+                        #expect(i > 0 && lines[i - 1].hasPrefix("# HELP \(name) ") && ServiceMetrics.help[String(name)] != nil, "\(name): \(i > 0 ? lines[i - 1] : "")")
+                    }
                 }
             }
         }

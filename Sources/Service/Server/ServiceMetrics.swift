@@ -106,12 +106,58 @@ final class ServiceMetrics: Sendable {
         droppedFrames.increment(by: max(0, s.dropped - before.dropped))
     }
 
-    /// The Prometheus text exposition.
+    /// The Prometheus text exposition, each family with its `# HELP` line (swift-metrics carries
+    /// no help text, so it is added here, before the family's `# TYPE`).
     func text() -> String {
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
-        return String(decoding: buffer, as: UTF8.self)
+        return Self.withHelp(String(decoding: buffer, as: UTF8.self))
     }
+
+    static func withHelp(_ exposition: String) -> String {
+        var out = ""
+        out.reserveCapacity(exposition.utf8.count + 4096)
+        for line in exposition.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("# TYPE ") {
+                let name = line.dropFirst(7).prefix { $0 != " " }
+                out += "# HELP \(name) \(help[String(name)] ?? "Shutterbug's \(name.replacingOccurrences(of: "_", with: " ").dropFirst(11))")\n"
+            }
+            out += line
+            out += "\n"
+        }
+        return String(out.dropLast())
+    }
+
+    /// What each family means, in Prometheus' words (base units: seconds, bytes, degrees Celsius).
+    static let help: [String: String] = [
+        "shutterbug_captures_total": "Captures (photos and brackets) that wrote at least one file.",
+        "shutterbug_capture_failures_total": "Captures that failed: nothing captured, or nothing written.",
+        "shutterbug_files_failed_total": "Files a capture could not write (the capture itself partial or failed).",
+        "shutterbug_photos_total": "Photos (a bracket's steps each count) written.",
+        "shutterbug_bytes_written_total": "Bytes of photo files written.",
+        "shutterbug_capture_seconds": "From a capture being asked for to its last file written.",
+        "shutterbug_bracket_frames_per_step": "Sensor frames between a bracket's first and last step, over its steps (1: consecutive frames).",
+        "shutterbug_capture_retries_total": "Frames asked for again because the frame did not carry its step's settings.",
+        "shutterbug_encode_backpressure_waits_total": "Captures that waited for encoder memory.",
+        "shutterbug_encode_backpressure_seconds_total": "Seconds captures waited for encoder memory, in all.",
+        "shutterbug_timelapse_schedule_error_seconds": "A timelapse slot's first exposure start less its instant (signed).",
+        "shutterbug_trigger_lag_seconds": "A trigger's instant to its capture's first exposure start.",
+        "shutterbug_frames_total": "Frames the camera completed.",
+        "shutterbug_frames_startup_total": "Start-up frames (the pipeline's own, not handed out).",
+        "shutterbug_frames_error_total": "Frames the camera completed with an error.",
+        "shutterbug_frames_dropped_total": "Frames the camera dropped (sequence gaps).",
+        "shutterbug_up": "1 while the service runs.",
+        "shutterbug_disk_free_bytes": "Bytes free for the output folder.",
+        "shutterbug_sensor_temperature_celsius": "The sensor's temperature in the newest frame, where it reports one.",
+        "shutterbug_exposure_seconds": "The newest frame's exposure time.",
+        "shutterbug_analogue_gain": "The newest frame's analogue gain.",
+        "shutterbug_encode_queue_depth": "Photos waiting to be encoded and written.",
+        "shutterbug_encode_waiting_captures": "Captures waiting for encoder memory now.",
+        "shutterbug_journal_bytes": "Bytes of the timelapse journals (with their write-ahead logs).",
+        "shutterbug_jobs_running": "Timelapse jobs running now.",
+        "shutterbug_timelapse_slots_total": "Timelapse slots by job and state (taken, skipped, missed, failed).",
+        "shutterbug_triggers_total": "Triggers by trigger and outcome (seen, captured, failed, coalesced, dropped).",
+    ]
 }
 
 extension String {
