@@ -282,7 +282,11 @@ public final class OutputDirectory: Sendable {
     }
 
     /// Writes `bytes` at `relative`, replacing what is there in one rename: a reader sees the
-    /// old file or the new one whole (a keogram rewritten as a job goes on).
+    /// old file or the new one whole (a keogram rewritten as a job goes on, a bracket's sidecar).
+    /// The bytes go into an unnamed file where the filesystem allows it, which gets its temporary
+    /// name only once written and synced, just before the rename: a process killed while writing
+    /// leaves nothing behind (and a temporary name left by one killed between the two calls is
+    /// swept by the next run, as every temporary file of a process that is gone).
     ///
     /// - Returns: the path.
     @discardableResult
@@ -290,13 +294,22 @@ public final class OutputDirectory: Sendable {
         let (full, dir, name, dirfd) = try openParent(relative)
         defer { close(dirfd) }
         let temp = "\(Self.temporaryPrefix)\(getpid())-\(UInt32.random(in: 0...UInt32.max))-0.tmp"
-        let fd = openat(dirfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw Self.error(errno, "cannot create a file in \(dir)") }
+        var fd = sbshim_open_tmpfile(dirfd, 0o644)
+        let unnamed = fd >= 0
+        if !unnamed {
+            guard [EOPNOTSUPP, EISDIR, EINVAL, ENOENT].contains(-fd) else { throw Self.error(-fd, "cannot create a file in \(dir)") }
+            fd = openat(dirfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw Self.error(errno, "cannot create a file in \(dir)") }
+        }
         var renamed = false
         defer { if !renamed { unlinkat(dirfd, temp, 0) } }
         do {
             try Self.writeAll(fd, bytes)
             guard fsync(fd) == 0 else { throw Self.error(errno, "cannot sync \(full)") }
+            if unnamed {
+                let rc = sbshim_link_tmpfile(fd, dirfd, temp)
+                guard rc == 0 else { throw Self.error(-rc, "cannot name \(dir)/\(temp)") }
+            }
         } catch {
             close(fd)
             throw error

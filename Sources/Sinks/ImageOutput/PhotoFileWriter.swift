@@ -218,6 +218,7 @@ public final class PhotoFileWriter: Sendable {
                                                 keogramColumn: Keogram.column(yuv), thumbnail: Thumbnailer(frame: yuv)))
                     }
                     let base = name!(stepNumber)
+                    let interim = steps > 1 ? planned.map { ($0, name!(nil) + ".json") } : nil
                     unused -= memory
                     record.jobStarted()
                     pool.submit(bytes: memory) { [self] worker in
@@ -240,6 +241,9 @@ public final class PhotoFileWriter: Sendable {
                             } else if let raw, let p = try? DNGEncoder.preview(raw, facts: facts, colourGains: metadata.colourGains) {
                                 record.add(tile: ContactSheet.tile(rgb: p.rgb, width: p.width, height: p.height, labels: labels), step: stepNumber)
                             }
+                        }
+                        if let (planned, relative) = interim {
+                            self.writeInterimSidecar(settings, planned: planned, record: record, relative: relative)
                         }
                         record.jobFinished()
                     }
@@ -274,8 +278,13 @@ public final class PhotoFileWriter: Sendable {
             let relative = name(nil) + ".json"
             let sidecar = Sidecar(settings: settings, resolved: resolved, camera: camera, record: record, jpegQuality: jpegQuality,
                                   directory: directory.path, sidecarPath: relative)
-            writeFile(relative, step: nil, format: "json", record: record, out: out) { fd in
-                try OutputDirectory.writeAll(fd, sidecar.json())
+            if let interim = record.sidecarPath.withLock({ $0 }) {
+                // A bracket's interim sidecar is replaced whole by the finished one.
+                writeFile(interim, step: nil, format: "json", record: record, out: out, replace: sidecar.json())
+            } else {
+                writeFile(relative, step: nil, format: "json", record: record, out: out) { fd in
+                    try OutputDirectory.writeAll(fd, sidecar.json())
+                }
             }
         }
         out.yield(.filesFinished(record.summary(captureID: settings.uniqueID, number: number)))
@@ -286,10 +295,38 @@ public final class PhotoFileWriter: Sendable {
         }
     }
 
+    /// After each of a bracket's steps: the sidecar as it stands (the steps written so far, those
+    /// still to come), so a process killed mid-bracket leaves no step undescribed. The first
+    /// one takes a new name as every file does; later ones and the final sidecar replace it.
+    /// Best effort: the final sidecar reports a write that fails.
+    private func writeInterimSidecar(_ settings: PhotoSettings, planned: ResolvedPhotoSettings, record: CaptureRecord, relative: String) {
+        record.sidecarPath.withLock { path in
+            let sidecar = Sidecar(settings: settings, resolved: planned, camera: camera, record: record, jpegQuality: jpegQuality,
+                                  directory: directory.path, sidecarPath: relative, inProgress: true)
+            if let path {
+                _ = try? directory.replace(path, with: sidecar.json())
+            } else if let (full, _) = try? directory.write(relative, { try OutputDirectory.writeAll($0, sidecar.json()) }) {
+                path = String(full.dropFirst(directory.path.count + 1))
+            }
+        }
+    }
+
+    private func writeFile(_ relative: String, step: Int?, format: String, size: (Int, Int)? = nil, record: CaptureRecord,
+                           out: AsyncThrowingStream<OutputEvent, any Error>.Continuation, replace bytes: [UInt8]) {
+        writeFile(relative, step: step, format: format, size: size, record: record, out: out, written: {
+            (try directory.replace(relative, with: bytes), Int64(bytes.count))
+        })
+    }
+
     private func writeFile(_ relative: String, step: Int?, format: String, size: (Int, Int)? = nil, record: CaptureRecord,
                            out: AsyncThrowingStream<OutputEvent, any Error>.Continuation, _ body: (Int32) throws -> Void) {
+        writeFile(relative, step: step, format: format, size: size, record: record, out: out, written: { try directory.write(relative, body) })
+    }
+
+    private func writeFile(_ relative: String, step: Int?, format: String, size: (Int, Int)?, record: CaptureRecord,
+                           out: AsyncThrowingStream<OutputEvent, any Error>.Continuation, written: () throws -> (path: String, bytes: Int64)) {
         do {
-            let (path, bytes) = try directory.write(relative, body)
+            let (path, bytes) = try written()
             let file = WrittenFile(step: step, format: format, path: path, bytes: bytes, width: size?.0, height: size?.1)
             record.written(file)
             out.yield(.fileWritten(file))
@@ -334,6 +371,9 @@ final class CaptureRecord: Sendable {
     let stepCount: Int
     let clock: FrameClock
     let state = Mutex(State())
+    /// The interim sidecar's path under the output (a bracket's, once its first step is written);
+    /// its lock also keeps two workers from writing it at once.
+    let sidecarPath = Mutex<String?>(nil)
 
     init(steps: Int, clock: FrameClock) {
         stepCount = steps

@@ -14,6 +14,9 @@ struct Sidecar {
     /// relative to the sidecar's own folder, so the folder can be moved or copied whole.
     var directory: String
     var sidecarPath: String
+    /// Written while a bracket runs, after each step's files: a process killed before the last
+    /// step leaves its finished steps described, and this says which never came.
+    var inProgress = false
 
     /// `path` (under `directory`) relative to the sidecar's folder.
     func relative(_ path: String) -> String {
@@ -100,7 +103,14 @@ struct Sidecar {
         let seqs = state.steps.map { Int($0.metadata.sequence) }
         if let lo = seqs.min(), let hi = seqs.max() { r.add("framesFirstToLast", hi - lo + 1) }
         o.add("resolved", object: r)
-        if let failure = state.failure {
+        if inProgress, state.failure == nil {
+            // Replaced by the finished capture's sidecar; still here only when the process ended.
+            let done = Set(state.files.compactMap(\.step))
+            var f = JSONObject()
+            f.add("error", "written while the capture ran: the process ended before the steps listed here were written")
+            f.add("missingSteps", numbers: (1...max(record.stepCount, 1)).filter { !done.contains($0) }.map(Double.init))
+            o.add("incomplete", object: f)
+        } else if let failure = state.failure {
             // The capture ended early: the steps it got are written, these are not.
             var f = JSONObject()
             f.add("error", failure)
