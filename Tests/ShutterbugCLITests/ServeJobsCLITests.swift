@@ -168,7 +168,15 @@ struct ServeJobsCLITests {
             if instant.timeIntervalSinceNow > 10 { break }
         }
         let before = try await job(s, "long")["taken"] as? Int ?? -1
-        try await Task.sleep(for: .seconds(max(0, instant.timeIntervalSinceNow) + 0.6))
+        // The slot's bracket is under way once its first step's photo is written (its next two
+        // steps expose 1.5 s more): SIGTERM then, while the status still counts it not taken.
+        func photos() -> Int {
+            // A step's photos (2026-11-26/065232_0001_1.dng), not the job's keogram or contact sheet.
+            (FileManager.default.enumerator(atPath: s.dir + "/long")?.allObjects as? [String] ?? [])
+                .filter { $0.contains("/") && ($0.hasSuffix(".jpg") || $0.hasSuffix(".dng")) && !$0.contains("sheet") }.count
+        }
+        let started = try await eventually(max(0, instant.timeIntervalSinceNow) + 30) { photos() > 6 * before }
+        #expect(started, "the slot at \(instant) wrote no photo (\(photos()) photos, \(before) slots taken before it)")
         #expect(try await job(s, "long")["taken"] as? Int == before, "the bracket is still being taken")
         kill(s.process.processIdentifier, SIGTERM)
         s.process.waitUntilExit()
