@@ -93,7 +93,7 @@ extension CaptureSession {
             capture.continuation.yield(.settingsResolved(capture.resolved))
             // A triggered sensor's frame for this instant may have come back before the
             // capture was asked for: it was kept, and is the photo.
-            if let instant = capture.settings.exposedAfter, let r = retained, let start = r.metadata.earliestExposureStart, start >= instant {
+            if let instant = capture.settings.exposedAfter, let r = retained, r.metadata.exposed(after: instant) {
                 retained = nil
                 capture.phase = .single(after: nil)
                 // Its slot's hold passes from the session to the photo.
@@ -191,7 +191,7 @@ extension CaptureSession {
             capture.lastProgress = progressTime()
             guard c.status == .complete, after.map({ c.metadata.sequence > $0 }) ?? true else { return false }
             if let instant = capture.settings.exposedAfter {
-                guard let start = c.metadata.earliestExposureStart, start >= instant else { return false }
+                guard c.metadata.exposed(after: instant) else { return false }
             }
             if failedLate(c, capture) { return false }
             capture.resolved.steps[0].actual = c.metadata

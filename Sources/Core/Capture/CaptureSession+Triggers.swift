@@ -16,7 +16,7 @@ extension CaptureSession {
         // timestamped in the past still gets its whole timeout.
         let start = max(instant, now())
         // A triggered sensor's frame for this instant may have come back already: it was kept.
-        if let r = retained, let s = r.metadata.earliestExposureStart, s >= instant {
+        if let r = retained, r.metadata.exposed(after: instant) {
             retained = nil
             let slot = r.slot
             return CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(instant)", planned: StepTarget(), actual: r.metadata),

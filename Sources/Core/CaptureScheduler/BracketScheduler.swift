@@ -182,7 +182,7 @@ public struct BracketScheduler: Sendable {
         }
 
         // A frame exposed before the trigger is no step's, whatever it carries.
-        let early = notBefore.map { nb in m.earliestExposureStart.map { $0 < nb } ?? true } ?? false
+        let early = notBefore.map { !m.exposed(after: $0) } ?? false
         let open = early ? [] : steps.indices.filter { delivered[$0] == nil && (window[$0].map { seq >= $0.lowerBound } ?? false) }
         // Focus steps: each open one sees every frame once, to know when its lens settled.
         var settled = Set<Int>()

@@ -26,8 +26,7 @@ public struct TriggerSelect: Sendable {
     /// The waiter this frame satisfies (the oldest whose instant the exposure began after), if
     /// any; it is removed. A start-up or failed frame satisfies nobody.
     public mutating func complete(status: CompletedRequest.Status, metadata m: FrameMetadata) -> Waiter? {
-        guard status == .complete, let start = m.earliestExposureStart,
-              let i = waiters.firstIndex(where: { start >= $0.instant }) else { return nil }
+        guard status == .complete, let i = waiters.firstIndex(where: { m.exposed(after: $0.instant) }) else { return nil }
         return waiters.remove(at: i)
     }
 

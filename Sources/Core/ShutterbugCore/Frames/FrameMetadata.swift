@@ -171,6 +171,14 @@ public struct FrameMetadata: Hashable, Sendable {
         return t - f
     }
 
+    /// The "first frame exposed after an instant" rule, the one every selector asks (a trigger's
+    /// frame, a single photo's, a bracket's steps, the kept frame): its earliest possible exposure
+    /// start is at or after `instant`. False for a frame that says too little to tell.
+    @inlinable
+    public func exposed(after instant: SensorTime) -> Bool {
+        earliestExposureStart.map { $0 >= instant } ?? false
+    }
+
     /// Total gain (analogue × digital), the factor pixel values scale with besides exposure.
     public var totalGain: Gain? {
         guard let a = analogueGain else { return nil }
