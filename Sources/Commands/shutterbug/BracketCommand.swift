@@ -190,41 +190,25 @@ struct Bracket: AsyncParsableCommand {
             // A bracket that fails part-way keeps what it captured: the steps already in are
             // reported (and with --output written), then the command fails.
             do {
-                if let fileWriter {
-                    for try await event in fileWriter.capture(photoSettings, on: session) {
-                        switch event {
-                        case .settingsResolved(let r):
-                            o.planned = r
-                            for a in r.adjustments { notice("adjusted: \(a)") }
-                        case .backPressure(let waited): notice("waited \(waited) for the image writers to catch up")
-                        case .exposureStarted(let t): o.started = t
-                        case .exposureEnded(let t): o.ended = t
-                        case .photoCaptured(let step, let m): o.photos.append((step, m))
-                        case .captureFinished(let r):
-                            o.resolved = r
-                            // The camera is done; only the writers remain.
-                            await session.stop()
-                        case .fileWritten(let f): o.files.append(f)
-                        case .writeFailed(let step, let format, let error):
-                            o.failures.append(error)
-                            notice("step \(step.map(String.init) ?? "-") \(format): \(error)")
-                        case .notice(let n): notice(n)
-                        case .filesFinished, .photoMetered: break
-                        }
-                    }
-                } else {
-                    for try await event in await session.capture(photoSettings) {
-                        switch event {
-                        case .settingsResolved(let r):
-                            o.planned = r
-                            for a in r.adjustments { notice("adjusted: \(a)") }
-                        case .exposureStarted(let t): o.started = t
-                        case .exposureEnded(let t): o.ended = t
-                        case .photo(let p):
-                            o.photos.append((p.step, p.metadata))
-                            p.release()
-                        case .captureFinished(let r): o.resolved = r
-                        }
+                for try await event in await OutputEvent.capture(photoSettings, on: session, writer: fileWriter) {
+                    switch event {
+                    case .settingsResolved(let r):
+                        o.planned = r
+                        for a in r.adjustments { notice("adjusted: \(a)") }
+                    case .backPressure(let waited): notice("waited \(waited) for the image writers to catch up")
+                    case .exposureStarted(let t): o.started = t
+                    case .exposureEnded(let t): o.ended = t
+                    case .photoCaptured(let step, let m): o.photos.append((step, m))
+                    case .captureFinished(let r):
+                        o.resolved = r
+                        // The camera is done; only the writers remain.
+                        await session.stop()
+                    case .fileWritten(let f): o.files.append(f)
+                    case .writeFailed(let step, let format, let error):
+                        o.failures.append(error)
+                        notice("step \(step.map(String.init) ?? "-") \(format): \(error)")
+                    case .notice(let n): notice(n)
+                    case .filesFinished, .photoMetered: break
                     }
                 }
             } catch {

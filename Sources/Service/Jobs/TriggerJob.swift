@@ -411,37 +411,22 @@ public final class TriggerJob: Service, Sendable {
                 held = ContinuousClock.now
             }
             defer { framesIn() }
-            if let writer {
-                for try await e in writer.capture(settings, on: session) {
-                    observe?(e)
-                    switch e {
-                    case .settingsResolved(let r):
-                        c.adjustments += r.adjustments
-                        sessionHoldsIt()
-                    case .exposureEnded: copying()
-                    case .photoCaptured(_, let m): photo(m)
-                    case .fileWritten(let f): c.files.append(f)
-                    case .writeFailed(_, let format, let error): c.failures.append("\(format): \(error.message)")
-                    case .notice(let n): emit(.notice(n))
-                    default: break
-                    }
+            for try await e in await OutputEvent.capture(settings, on: session, writer: writer) {
+                observe?(e)
+                switch e {
+                case .settingsResolved(let r):
+                    c.adjustments += r.adjustments
+                    sessionHoldsIt()
+                case .exposureEnded: copying()
+                case .photoCaptured(_, let m): photo(m)
+                case .fileWritten(let f): c.files.append(f)
+                case .writeFailed(_, let format, let error): c.failures.append("\(format): \(error.message)")
+                case .notice(let n): emit(.notice(n))
+                default: break
                 }
-                c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered, filesWritten: realTime ? MonotonicClock.now() : nil)
-            } else {
-                for try await e in await session.capture(settings) {
-                    switch e {
-                    case .settingsResolved(let r):
-                        c.adjustments += r.adjustments
-                        sessionHoldsIt()
-                    case .exposureEnded: copying()
-                    case .photo(let p):
-                        photo(p.metadata)
-                        p.release()
-                    default: break
-                    }
-                }
-                c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered)
             }
+            c.lag = TriggerLag(trigger: t.instant, exposureStart: firstStart ?? t.instant, delivered: delivered,
+                               filesWritten: realTime && writer != nil ? MonotonicClock.now() : nil)
             return .success(c)
         } catch let e as ShutterbugError {
             return .failure(e)

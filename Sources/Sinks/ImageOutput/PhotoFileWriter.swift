@@ -49,6 +49,39 @@ public enum OutputEvent: Sendable {
     case notice(String)
 }
 
+extension OutputEvent {
+    /// A capture's events as output events, with its files written by `writer`, or none: with
+    /// no writer each photo's buffers go back to the camera as it comes (`.photoCaptured` carries
+    /// its metadata) and there is no file event. One loop serves a command with `--output` and
+    /// one without.
+    public static func capture(_ settings: PhotoSettings, on session: CaptureSession, writer: PhotoFileWriter?) async -> AsyncThrowingStream<OutputEvent, any Error> {
+        if let writer { return writer.capture(settings, on: session) }
+        let events = await session.capture(settings)
+        let (stream, out) = AsyncThrowingStream<OutputEvent, any Error>.makeStream()
+        let task = Task {
+            do {
+                for try await e in events {
+                    switch e {
+                    case .settingsResolved(let r): out.yield(.settingsResolved(r))
+                    case .exposureStarted(let t): out.yield(.exposureStarted(t))
+                    case .exposureEnded(let t): out.yield(.exposureEnded(t))
+                    case .photo(let p):
+                        let (step, metadata) = (p.step, p.metadata)
+                        p.release()
+                        out.yield(.photoCaptured(step, metadata))
+                    case .captureFinished(let r): out.yield(.captureFinished(r))
+                    }
+                }
+                out.finish()
+            } catch {
+                out.finish(throwing: error)
+            }
+        }
+        out.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}
+
 /// Writes captures as DNG and JPEG files plus one JSON sidecar each, durably, encoding on a
 /// worker pool so the camera never waits for the disk. AVFoundation's photo output with its
 /// file-writing delegate folded in.
