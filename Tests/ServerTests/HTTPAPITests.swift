@@ -71,6 +71,16 @@ struct HTTPAPITests {
                     let o = try object(r.body)
                     let files = try #require(o["files"] as? [String], "\(o)")
                     paths = files.filter { $0.hasSuffix(".jpg") }
+                    // The report `bracket --json` prints (one Codable type): every step's frame,
+                    // on consecutive frames, its files relative to the output as `files` lists them.
+                    let body = try JSONDecoder().decode(CameraService.CaptureRecord.self, from: Data(buffer: r.body))
+                    let report = try #require(body.report, "no report in \(o)")
+                    #expect(report.kind == "bracket" && report.stepCount == 3 && report.complete && report.error == nil, "\(report)")
+                    #expect(report.steps.map(\.step) == [1, 2, 3] && report.steps.map(\.requested) == ["-1.0 EV", "+0.0 EV", "+1.0 EV"], "\(report.steps)")
+                    #expect(report.framesFirstToLast == 3 && report.capturedInStepOrder, "\(report)")
+                    let stepFiles = report.steps.flatMap { $0.files ?? [] }
+                    #expect(Set(stepFiles) == Set(paths) && Set(report.files.map(\.path)) == Set(files), "\(stepFiles) \(report.files) vs \(files)")
+                    #expect(report.exposureStartedNs == body.exposureStartNs && report.steps.first?.exposureStartNs == body.exposureStartNs)
                 }
                 #expect(paths.count == 3, "\(paths)")
                 try await client.execute(uri: "/api/captures", method: .get) { r in

@@ -1,4 +1,5 @@
 import Foundation
+import ImageOutput
 import TestSupport
 import Testing
 
@@ -70,7 +71,14 @@ struct CLITests {
         let r = try await Self.shutterbug("bracket", "--camera", "sim:imx477", "--role", "video", "--virtual-time", "--exposures", "1/100,1/50",
                                           "--format", "dng", "--output", root, "--json")
         #expect(r.status == 0, "\(r.stderr)")
-        let summary = try JSONSerialization.jsonObject(with: Data(r.stdout.split(separator: "\n").last!.utf8)) as! [String: Any]
+        let lines = r.stdout.split(separator: "\n")
+        let summary = try JSONSerialization.jsonObject(with: Data(lines.last!.utf8)) as! [String: Any]
+        // The summary is the API's capture report (one Codable type) with the command's own
+        // keys added; the lines before it are its steps.
+        let report = try JSONDecoder().decode(CaptureReport.self, from: Data(lines.last!.utf8))
+        let steps = try lines.dropLast().map { try JSONDecoder().decode(CaptureReport.Step.self, from: Data($0.utf8)) }
+        #expect(report.steps == steps && steps.map(\.step) == [1, 2] && report.complete, "\(report)")
+        #expect(steps.allSatisfy { $0.files?.count == 1 && $0.files!.allSatisfy { FileManager.default.fileExists(atPath: $0) } }, "\(steps)")
         let mode = try #require(summary["sensorMode"] as? [String: Any])
         // 1920x1080 video runs in the 2028x1520 40 fps mode; the raw stream's default (the full
         // 4056x3040 at 10 fps) would have slowed the sensor down.

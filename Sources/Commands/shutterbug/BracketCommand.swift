@@ -186,11 +186,12 @@ struct Bracket: AsyncParsableCommand {
         // No watchdog of our own: every wait in the session is bounded by what the planned
         // frames need (the bracket's stall limit covers its longest exposure).
         let outcome = await { () async -> Outcome in
-            var o = Outcome()
+            var o = Outcome(report: CaptureReport.Builder(photoSettings))
             // A bracket that fails part-way keeps what it captured: the steps already in are
             // reported (and with --output written), then the command fails.
             do {
                 for try await event in await OutputEvent.capture(photoSettings, on: session, writer: fileWriter) {
+                    o.report.observe(event)
                     switch event {
                     case .settingsResolved(let r):
                         o.planned = r
@@ -224,8 +225,12 @@ struct Bracket: AsyncParsableCommand {
         guard let resolved = outcome.resolved ?? outcome.planned else {
             throw outcome.error ?? ShutterbugError(.system, "the bracket ended without a result")
         }
-        report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files,
-               mode: mode, bufferBytes: config.bufferBytes, preview: preview, error: outcome.error)
+        if json {
+            printJSON(outcome.report.report(error: outcome.error), focus: focusSync, camera: cam.info.id, mode: mode, bufferBytes: config.bufferBytes, preview: preview)
+        } else {
+            report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files,
+                   mode: mode, bufferBytes: config.bufferBytes, preview: preview, error: outcome.error)
+        }
         if let error = outcome.error { throw error }
         if let first = outcome.failures.first {
             throw ShutterbugError(first.code, "\(outcome.failures.count) file(s) could not be written; \(outcome.files.count) written. First: \(first)")
@@ -233,6 +238,8 @@ struct Bracket: AsyncParsableCommand {
     }
 
     private struct Outcome {
+        /// What `--json` prints, in the words the HTTP API uses.
+        var report: CaptureReport.Builder
         var photos: [(step: ResolvedStep, metadata: FrameMetadata)] = []
         var resolved: ResolvedPhotoSettings?
         /// The plan, from the first event: what a bracket that failed part-way reports against.
@@ -243,6 +250,25 @@ struct Bracket: AsyncParsableCommand {
         var failures: [ShutterbugError] = []
     }
 
+    /// `--json`: a line per step, then the capture's report (what `POST /api/capture` answers)
+    /// with what the command adds: the camera, the focus lock, the sensor mode, the preview.
+    private func printJSON(_ report: CaptureReport, focus: SyncPoint?, camera: String, mode: SensorModeReport?, bufferBytes: Int, preview: PreviewSink?) {
+        for step in report.steps { print(CaptureReport.jsonText(step)) }
+        var o = JSONObject()
+        o.add("summary", true)
+        o.add("camera", camera)
+        o.add(membersOf: report.jsonText)
+        o.add("focusSyncFrame", focus.map { Int($0.sequence) })
+        if output != nil {
+            o.add("sidecar", report.files.first { $0.format == "json" }?.path)
+            if contactSheet { o.add("contactSheet", report.files.first { $0.format == "contact-sheet" }?.path) }
+        }
+        if let mode { o.add("sensorMode", object: mode.json) }
+        o.add("bufferBytes", bufferBytes)
+        preview?.add(to: &o)
+        print(o.text)
+    }
+
     private func report(_ r: ResolvedPhotoSettings, photos: [(step: ResolvedStep, metadata: FrameMetadata)], started: SensorTime?, ended: SensorTime?, focus: SyncPoint?, camera: String, files: [WrittenFile],
                         mode: SensorModeReport?, bufferBytes: Int, preview: PreviewSink?, error: (any Error)? = nil) {
         let seqs = photos.map(\.metadata.sequence)
@@ -251,58 +277,6 @@ struct Bracket: AsyncParsableCommand {
         // the steps after it, and the output says so rather than implying sensor order.
         let captureOrder = photos.sorted { $0.metadata.sequence < $1.metadata.sequence }.map { $0.step.index + 1 }
         let inOrder = captureOrder == captureOrder.sorted()
-        if json {
-            for p in photos {
-                var o = JSONObject()
-                o.add("step", p.step.index + 1)
-                o.add("requested", p.step.requested)
-                o.add("plannedExposureUs", p.step.planned.exposure?.microsecondsValue)
-                o.add("plannedGain", p.step.planned.gain)
-                o.add("plannedLens", p.step.planned.lens)
-                o.add("sequence", Int(p.metadata.sequence))
-                o.add("sensorTimestampNs", p.metadata.sensorTimestamp?.nanoseconds)
-                o.add("exposureTimeUs", p.metadata.exposureTime?.microsecondsValue)
-                o.add("analogueGain", p.metadata.analogueGain?.value)
-                o.add("digitalGain", p.metadata.digitalGain?.value)
-                o.add("frameDurationUs", p.metadata.frameDuration?.microsecondsValue)
-                o.add("lensPosition", p.metadata.lensPosition?.value)
-                o.add("controlListSequence", p.metadata.controlListSequence)
-                if output != nil { o.add("files", files.filter { $0.step == p.step.index + 1 }.map(\.path).sorted()) }
-                print(o.text)
-            }
-            var o = JSONObject()
-            o.add("summary", true)
-            o.add("camera", camera)
-            o.add("uniqueID", r.uniqueID)
-            o.add("steps", photos.count)
-            if let error {
-                // Part-way: which steps the file set lacks, and why.
-                let got = Set(photos.map { $0.step.index + 1 })
-                o.add("complete", false)
-                o.add("error", "\(error)")
-                o.add("missingSteps", numbers: (1...max(r.steps.count, 1)).filter { !got.contains($0) }.map(Double.init))
-            }
-            o.add("framesFirstToLast", Int(span))
-            o.add("retries", r.retries)
-            o.add("captureOrder", numbers: captureOrder.map(Double.init))
-            o.add("capturedInStepOrder", inOrder)
-            o.add("discarded", r.discarded.map { "\($0.sequence): \($0.reason)" })
-            o.add("adjustments", r.adjustments)
-            o.add("meteredExposureUs", r.meteredExposure?.microsecondsValue)
-            o.add("meteredGain", r.meteredGain)
-            o.add("exposureStartedNs", started?.nanoseconds)
-            o.add("exposureEndedNs", ended?.nanoseconds)
-            o.add("focusSyncFrame", focus.map { Int($0.sequence) })
-            if output != nil {
-                o.add("sidecar", files.first { $0.format == "json" }?.path)
-                if contactSheet { o.add("contactSheet", files.first { $0.format == "contact-sheet" }?.path) }
-            }
-            if let mode { o.add("sensorMode", object: mode.json) }
-            o.add("bufferBytes", bufferBytes)
-            preview?.add(to: &o)
-            print(o.text)
-            return
-        }
         if let e = r.meteredExposure { print("metered: \(e.exposureDescription) at gain \(String(format2: r.meteredGain ?? 1))") }
         print("step  requested          planned                  actual                        frame  timestamp")
         for p in photos {

@@ -33,6 +33,9 @@ public actor CameraService {
         public var partial: Bool? = nil
         /// The trigger that asked for it, for a trigger's capture (nil: over the API).
         public var trigger: String? = nil
+        /// Every step's plan and frame, the files and what went wrong: the report `bracket --json`
+        /// prints, paths relative to the output directory.
+        public var report: CaptureReport? = nil
     }
 
     /// A capture whose frames came but none of whose files could be written (a full disk): a
@@ -136,9 +139,11 @@ public actor CameraService {
         let began = ContinuousClock.now
         var sequences: [UInt32] = []
         var allNoSpace = true
+        var report = CaptureReport.Builder(settings)
         do {
             for try await e in writer.capture(settings, on: session) {
                 observe(e)
+                report.observe(e)
                 switch e {
                 case .settingsResolved(let r): record.adjustments += r.adjustments
                 case .exposureStarted(let t): record.exposureStartNs = t.nanoseconds
@@ -163,6 +168,7 @@ public actor CameraService {
             logger.error("capture \(record.id) failed: \((error as? ShutterbugError)?.message ?? "\(error)")")
             throw error
         }
+        record.report = report.report().paths(relativeTo: directory.path)
         if !record.failures.isEmpty {
             // A capture that wrote no photo is a failure, whatever it captured; one that wrote
             // some says so. The log and the metrics agree with the answer.

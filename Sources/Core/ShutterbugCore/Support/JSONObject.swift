@@ -41,6 +41,17 @@ public struct JSONObject: Sendable {
         parts.append("\(quote(key)):[\(objects.map(\.text).joined(separator: ","))]")
     }
 
+    /// The members of an encoded JSON object (a Codable report's `JSONEncoder` text), in its
+    /// order, after those added so far: a command adds its own keys to a shared report.
+    public mutating func add(membersOf encoded: String) {
+        var inner = Substring(encoded)
+        while let f = inner.first, f == " " || f == "\n" { inner = inner.dropFirst() }
+        while let l = inner.last, l == " " || l == "\n" { inner = inner.dropLast() }
+        guard inner.first == "{", inner.last == "}" else { return }
+        inner = inner.dropFirst().dropLast()
+        if !inner.isEmpty { parts.append(String(inner)) }
+    }
+
     public var text: String { "{" + parts.joined(separator: ",") + "}" }
 
     private func number(_ v: Double) -> String {
