@@ -123,32 +123,13 @@ struct Bracket: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try bracketSettings()
-        let cam = try camera.open()
-        defer { cam.release() }
-        let session = CaptureSession(backend: cam)
         let formats = try self.formats()
-        let processed = StreamRequest(role: StreamRole(rawValue: role)!)
-        let (planned, rawRule) = try RawStreamRule.streams(for: cam, processed: processed, raw: output != nil && formats.contains(.dng), rawSize: rawSize)
-        var streams = planned
-        // A preview gets its own viewfinder stream at the display's size, beside the still
-        // (and raw) streams, as the Pi's Viewfinder role would.
-        let preview = previewOptions.open()
-        defer { preview?.close() }
-        if let preview {
-            streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam))
-        }
-        let config: CameraConfiguration
-        do {
-            config = try await session.start(streams: streams, preparedBracketCount: max(settings.count, 1),
-                                             sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink)
-        } catch let e as ShutterbugError where e.code == .invalidArgument {
-            // Over the memory budget, or a configuration the camera refuses: said before
-            // anything is captured (exit 64).
-            throw ValidationError(e.message)
-        }
-        for a in config.adjustments { notice("adjusted: \(a)") }
+        let rig = try await CaptureRig.open({ try camera.open() }, processed: StreamRequest(role: StreamRole(rawValue: role)!),
+                                            raw: output != nil && formats.contains(.dng) ? .forDNG(rawSize: rawSize) : .none,
+                                            preview: previewOptions, bracketCount: settings.count, notice: { notice($0) })
+        defer { rig.close() }
+        let (cam, session, config, preview) = (rig.camera, rig.session, rig.configuration, rig.preview)
         let mode = cam.sensorModeReport
-        if let line = rawRule?.line(mode) { notice(line) }
         let photoSettings = PhotoSettings(bracket: settings, formats: formats)
         do {
             try await session.validate(photoSettings)
@@ -158,11 +139,8 @@ struct Bracket: AsyncParsableCommand {
         }
         var writer: PhotoFileWriter?
         if let output {
-            let directory = try OutputDirectory(path: output, reserve: Int64(reserve) << 20)
-            let description = Bracket.cameraDescription(cam, config)
-            writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: description,
-                                         template: try FileNameTemplate(validating: name), jpegQuality: quality, contactSheet: contactSheet)
-            try writer!.check(formats)
+            writer = try rig.writer(try OutputDirectory(path: output, reserve: Int64(reserve) << 20), formats: formats,
+                                    template: try FileNameTemplate(validating: name), jpegQuality: quality, contactSheet: contactSheet)
         }
         var focusSync: SyncPoint?
         if let lens {

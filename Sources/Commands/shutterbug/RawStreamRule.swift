@@ -27,13 +27,6 @@ struct RawStreamRule {
         return (raw, rule)
     }
 
-    /// `processed`, and with `raw` (DNG asked for) the raw stream beside it by the rule.
-    static func streams(for camera: any CameraBackend, processed: StreamRequest, raw: Bool, rawSize: String?) throws -> ([StreamRequest], RawStreamRule?) {
-        guard raw else { return ([processed], nil) }
-        let (stream, rule) = try Self.raw(for: camera, processed: [processed], rawSize: rawSize)
-        return ([processed, stream], rule)
-    }
-
     /// What to tell the user once the camera runs in `mode`: the sensor mode DNG's raw stream
     /// streams in, and whether it is slower than the processed stream alone would be.
     func line(_ mode: SensorModeReport?) -> String? {

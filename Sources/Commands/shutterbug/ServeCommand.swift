@@ -164,28 +164,16 @@ struct ServeCommand: AsyncParsableCommand {
         var stream = StreamRequest(role: .still)
         if let size { (stream.width, stream.height) = try TimelapseCommand.parseSize(size) }
         let directory = try OutputDirectory(path: output)
-        let cam = try camera.open()
-        defer { cam.release() }
-        let session = CaptureSession(backend: cam)
-        // The camera on a display beside everything else (`preview: auto` in the configuration);
-        // no display is one line and the service goes on.
-        let preview = previewOptions.open()
-        defer { preview?.close() }
-        // The raw stream (DNG over the API and for jobs) in the processed stream's own mode.
-        let (raw, rawRule) = try RawStreamRule.raw(for: cam, processed: [stream], rawSize: rawSize)
-        var streams = [stream, raw]
-        if let preview { streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam)) }
-        let config: CameraConfiguration
-        do {
-            // Brackets of up to 5 steps (a larger one is refused with the range, 409); 9 would
-            // not fit a Pi 4's CMA at full resolution with the raw stream beside.
-            config = try await session.start(streams: streams, preparedBracketCount: 5, sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink)
-        } catch let e as ShutterbugError where e.code == .invalidArgument {
-            throw ValidationError(e.message)
-        }
-        for a in config.adjustments { logger.notice("adjusted: \(a)") }
-        if let line = rawRule.line(cam.sensorModeReport) { logger.notice("\(line)") }
-        let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
+        // The raw stream (DNG over the API and for jobs) in the processed stream's own mode; the
+        // camera on a display beside everything else (`preview: auto` in the configuration): no
+        // display is one line and the service goes on. Brackets of up to 5 steps (a larger one
+        // is refused with the range, 409); 9 would not fit a Pi 4's CMA at full resolution with
+        // the raw stream beside.
+        let rig = try await CaptureRig.open({ try camera.open() }, processed: stream, raw: .forDNG(rawSize: rawSize), preview: previewOptions,
+                                            bracketCount: 5, notice: { logger.notice("\($0)") })
+        defer { rig.close() }
+        let (cam, session) = (rig.camera, rig.session)
+        let writer = try PhotoFileWriter(directory: directory, streams: rig.configuration.streams, camera: rig.description)
         let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, logger: logger, sensorModes: cam.capabilities.sensorModes)
         let notifier = SystemdNotifier.fromProcessEnvironment()
         let watchdog = notifier?.watchdogInterval.map { interval in
@@ -288,7 +276,7 @@ struct ServeCommand: AsyncParsableCommand {
         notifier?.stopping(status: "stopping")
         await service.stopAll("the service is stopping")
         await session.stop()
-        if let preview {
+        if let preview = rig.preview {
             preview.close()
             logger.notice("\(preview.summaryLine)")
         }

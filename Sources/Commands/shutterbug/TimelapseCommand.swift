@@ -108,18 +108,11 @@ struct TimelapseCommand: AsyncParsableCommand {
         // shares) and what its files say of it: opened at the start, and again after a
         // failure or an idle stop.
         let open: @Sendable () async throws -> TimelapseJob.CameraLease = {
-            let cam = try camera.open(virtualClock: virtualClock)
-            do {
-                let session = CaptureSession(backend: cam)
-                let (streams, rawRule) = try RawStreamRule.streams(for: cam, processed: stream, raw: formats.contains(.dng), rawSize: rawSize)
-                let config = try await session.start(streams: streams, preparedBracketCount: biasCount)
-                for a in config.adjustments { notice("adjusted: \(a)") }
-                if let line = rawRule?.line(cam.sensorModeReport) { notice(line) }
-                return .init(camera: cam, session: session, streams: config.streams, description: Bracket.cameraDescription(cam, config))
-            } catch {
-                cam.release()
-                throw error
-            }
+            // (A configuration the camera refuses ends the job, which says so as a usage error.)
+            let rig = try await CaptureRig.open({ try camera.open(virtualClock: virtualClock) }, processed: stream,
+                                                raw: formats.contains(.dng) ? .forDNG(rawSize: rawSize) : .none, bracketCount: biasCount,
+                                                usageErrors: false, notice: { notice($0) })
+            return .init(camera: rig.camera, session: rig.session, streams: rig.configuration.streams, description: rig.description)
         }
         let job = TimelapseJob(spec: spec, output: output, reserve: Int64(options.reserve) << 20, source: .owned(open: open, stopWhenIdle: try idleStop()),
                                clock: jobClock, lens: options.lens)

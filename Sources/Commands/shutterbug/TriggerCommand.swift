@@ -81,48 +81,31 @@ struct TriggerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let cam = try camera.open()
-        defer { cam.release() }
-        let session = CaptureSession(backend: cam)
-        let preview = previewOptions.open()
-        defer { preview?.close() }
         let formats = try options.formats()
         let bracket = try options.bracket()
-        let processed = StreamRequest(role: StreamRole(rawValue: role)!)
-        let (planned, rawRule) = try RawStreamRule.streams(for: cam, processed: processed, raw: output != nil && formats.contains(.dng), rawSize: rawSize)
-        var streams = planned
-        if let preview {
-            streams.append(PreviewOptions.viewfinder(for: preview.display, camera: cam))
-        }
         // External-trigger mode: the sensor exposes one frame per pulse, for the pulse's width;
         // gain and white balance are fixed (as a Pi user sets --gain and --awbgains), so the
         // pipeline has nothing to converge and no start-up frames.
-        var startControls: CameraControls?
         let width = try pulse()
-        let externalSensor = cam.capabilities.externalTrigger
-        if let input = externalSensor, let t = input.triggeredSensor.externalTrigger {
+        let pulseWidth = self.pulseWidth
+        let rig = try await CaptureRig.open({ try camera.open() }, processed: StreamRequest(role: StreamRole(rawValue: role)!),
+                                            raw: output != nil && formats.contains(.dng) ? .forDNG(rawSize: rawSize) : .none,
+                                            preview: previewOptions, bracketCount: bracket?.count ?? 1, controls: { cam in
+            guard let input = cam.capabilities.externalTrigger, let t = input.triggeredSensor.externalTrigger else { return nil }
             let sensor = input.triggeredSensor
             let range = sensor.exposureRange(in: sensor.fullResolution)
             guard range.contains(width + t.exposureOffset) else {
                 throw ValidationError("--pulse-width \(pulseWidth) exposes for \((width + t.exposureOffset).preciseDescription); \(sensor.model) exposes \(range.lowerBound.preciseDescription)...\(range.upperBound.preciseDescription) (the pulse's width + \(t.exposureOffset.preciseDescription))")
             }
-            startControls = CameraControls(aeEnabled: false, exposureTime: width + t.exposureOffset, analogueGain: Gain(1.0), awbEnabled: false,
-                                           colourGains: input.startColourGains)
-        }
-        let config: CameraConfiguration
-        do {
-            config = try await session.start(streams: streams, preparedBracketCount: max(bracket?.count ?? 1, 1), controls: startControls,
-                                             sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink)
-        } catch let e as ShutterbugError where e.code == .invalidArgument {
-            throw ValidationError(e.message)
-        }
-        if let line = rawRule?.line(cam.sensorModeReport) { notice(line) }
-        for a in config.adjustments { notice("adjusted: \(a)") }
+            return CameraControls(aeEnabled: false, exposureTime: width + t.exposureOffset, analogueGain: Gain(1.0), awbEnabled: false,
+                                  colourGains: input.startColourGains)
+        }, notice: { notice($0) })
+        defer { rig.close() }
+        let (cam, session, config) = (rig.camera, rig.session, rig.configuration)
+        let externalSensor = cam.capabilities.externalTrigger
         var writer: PhotoFileWriter?
         if let output {
-            let directory = try OutputDirectory(path: output, reserve: 64 << 20)
-            writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: Bracket.cameraDescription(cam, config))
-            try writer!.check(formats)
+            writer = try rig.writer(try OutputDirectory(path: output, reserve: 64 << 20), formats: formats)
         }
         let busy = try busyLine.map { try GPIOOutputLine.request(line: $0, activeLow: busyActiveLow) }
         if let busy, !json { notice("busy line: \(busyLine!) (\(busy.chipPath) line \(busy.offset))\(busyActiveLow ? ", active-low" : "")") }
@@ -166,7 +149,7 @@ struct TriggerCommand: AsyncParsableCommand {
         }
         let summary = await printing.value
         await session.stop()
-        if let preview {
+        if let preview = rig.preview {
             preview.close()
             notice(preview.summaryLine)
         }
