@@ -122,7 +122,7 @@ let package = Package(
             name: "shutterbug-bench",
             dependencies: [
                 "ShutterbugPosix",
-                "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS", "Journal",
+                "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS", "Journal", "HTTPTransfer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/Benchmarks/shutterbug-bench"
