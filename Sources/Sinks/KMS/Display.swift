@@ -183,10 +183,15 @@ public final class Display: @unchecked Sendable {
         return ((mode.width - dw) / 2, (mode.height - dh) / 2, dw, dh)
     }
 
-    /// Puts back what the display showed before the preview. Idempotent; also on deinit.
+    /// Puts back what the display showed before the preview and gives the display up (DRM
+    /// master dropped), so the next program, or the next preview of this one, can take it at
+    /// once, whoever still holds a reference to this object (a session's sink list, a frame in
+    /// flight): the card's descriptor itself closes only when the last reference goes. Idempotent;
+    /// also on deinit.
     public func restore() {
         guard !restored else { return }
         restored = true
+        defer { _ = drmDropMaster(card.fd) }
         let r = AtomicRequest(card: card)
         do {
             try r.setPlane(plane.id, "FB_ID", UInt64(previous.planeFB))
