@@ -141,7 +141,7 @@ let package = Package(
             name: "SimulatedCameraTests",
             dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance"]
         ),
-        .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", "ImageOutput", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", "ImageOutput", "HTTPTransfer", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
         .testTarget(name: "ServerTests", dependencies: ["Server", "TestSupport", "Capture", "ImageOutput", "SimulatedCamera", "ShutterbugCore",
                                                         .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTransfer
 import TestSupport
 import Testing
 
@@ -57,18 +58,15 @@ struct ServeCLITests {
         var text: String { String(decoding: body, as: UTF8.self) }
     }
 
+    /// The tests' client: libcurl through HTTPTransfer, which waits on its socket (URLSession on
+    /// Linux spins a core while it waits, beside the service under test on a 2-core machine).
     func call(_ url: String, method: String = "GET", body: String? = nil, token: String? = nil) async throws -> Reply {
-        var request = URLRequest(url: URL(string: url)!)
-        request.httpMethod = method
-        request.timeoutInterval = 30
-        if let body {
-            request.httpBody = Data(body.utf8)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let http = response as! HTTPURLResponse
-        return Reply(status: http.statusCode, body: data, type: http.value(forHTTPHeaderField: "Content-Type"))
+        var headers: [(name: String, value: String)] = []
+        if body != nil { headers.append(("Content-Type", "application/json")) }
+        if let token { headers.append(("Authorization", "Bearer \(token)")) }
+        let r = try await HTTPTransfer.perform(HTTPTransfer.Request(method: method, url: url, headers: headers, body: body.map { .bytes(Array($0.utf8)) } ?? .none,
+                                                                    timeout: .seconds(30)))
+        return Reply(status: r.status, body: Data(r.body), type: r.header("Content-Type"))
     }
 
     @Test("every endpoint: status, cameras, capture (photo, EV and manual brackets) with its files listed and downloadable, the newest frame as JPEG, metrics, the web page; bad requests name the field; paths outside the output refused; SIGTERM exits 0")
