@@ -53,32 +53,53 @@ extension OutputEvent {
     /// A capture's events as output events, with its files written by `writer`, or none: with
     /// no writer each photo's buffers go back to the camera as it comes (`.photoCaptured` carries
     /// its metadata) and there is no file event. One loop serves a command with `--output` and
-    /// one without.
-    public static func capture(_ settings: PhotoSettings, on session: CaptureSession, writer: PhotoFileWriter?) async -> AsyncThrowingStream<OutputEvent, any Error> {
-        if let writer { return writer.capture(settings, on: session) }
-        let events = await session.capture(settings)
-        let (stream, out) = AsyncThrowingStream<OutputEvent, any Error>.makeStream()
-        let task = Task {
-            do {
-                for try await e in events {
-                    switch e {
-                    case .settingsResolved(let r): out.yield(.settingsResolved(r))
-                    case .exposureStarted(let t): out.yield(.exposureStarted(t))
-                    case .exposureEnded(let t): out.yield(.exposureEnded(t))
-                    case .photo(let p):
-                        let (step, metadata) = (p.step, p.metadata)
-                        p.release()
-                        out.yield(.photoCaptured(step, metadata))
-                    case .captureFinished(let r): out.yield(.captureFinished(r))
-                    }
-                }
-                out.finish()
-            } catch {
-                out.finish(throwing: error)
+    /// one without. Without a writer the events are mapped as the caller reads them, in the
+    /// caller's task: no task in between, so they come exactly when the session's own would
+    /// (a virtual-time trigger job's feeder depends on when a capture's frames are seen).
+    public static func capture(_ settings: PhotoSettings, on session: CaptureSession, writer: PhotoFileWriter?) async -> OutputEvents {
+        if let writer { return OutputEvents(.written(writer.capture(settings, on: session))) }
+        return OutputEvents(.captured(await session.capture(settings)))
+    }
+}
+
+/// The output events of one capture: a writer's, or a capture's own mapped as they are read.
+public struct OutputEvents: AsyncSequence, Sendable {
+    public typealias Element = OutputEvent
+    public typealias Failure = any Error
+
+    enum Source: Sendable {
+        case written(AsyncThrowingStream<OutputEvent, any Error>)
+        case captured(AsyncThrowingStream<CaptureEvent, any Error>)
+    }
+
+    let source: Source
+    init(_ source: Source) { self.source = source }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var written: AsyncThrowingStream<OutputEvent, any Error>.AsyncIterator?
+        var captured: AsyncThrowingStream<CaptureEvent, any Error>.AsyncIterator?
+
+        public mutating func next() async throws -> OutputEvent? {
+            if written != nil { return try await written!.next() }
+            guard let e = try await captured?.next() else { return nil }
+            switch e {
+            case .settingsResolved(let r): return .settingsResolved(r)
+            case .exposureStarted(let t): return .exposureStarted(t)
+            case .exposureEnded(let t): return .exposureEnded(t)
+            case .photo(let p):
+                let (step, metadata) = (p.step, p.metadata)
+                p.release()
+                return .photoCaptured(step, metadata)
+            case .captureFinished(let r): return .captureFinished(r)
             }
         }
-        out.onTermination = { _ in task.cancel() }
-        return stream
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        switch source {
+        case .written(let s): AsyncIterator(written: s.makeAsyncIterator(), captured: nil)
+        case .captured(let s): AsyncIterator(written: nil, captured: s.makeAsyncIterator())
+        }
     }
 }
 
