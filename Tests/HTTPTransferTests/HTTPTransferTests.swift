@@ -3,6 +3,7 @@ import HTTPTransfer
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Synchronization
 import Testing
 
 /// libcurl through the shim against a real Hummingbird server on loopback: what the CLI's client
@@ -10,8 +11,9 @@ import Testing
 @Suite("HTTPTransfer: one request through libcurl")
 struct HTTPTransferTests {
     /// Echoes the method, a header and the body's bytes (with their count in a header); /slow
-    /// answers after two seconds.
-    static func app() -> some ApplicationProtocol {
+    /// answers only once `release` is opened (the test opens it as it ends, so the server's
+    /// shutdown never waits on it), or after a minute.
+    static func app(release: Release = Release()) -> some ApplicationProtocol {
         let router = Router()
         router.on("/echo", method: .get) { r, _ in Response(status: .ok, headers: [.init("X-Method")!: "GET", .init("X-Token")!: r.headers[.authorization] ?? ""], body: .init(byteBuffer: ByteBuffer(string: "hello"))) }
         for method in [HTTPTypes.HTTPRequest.Method.post, .put, .delete] {
@@ -23,7 +25,7 @@ struct HTTPTransferTests {
             }
         }
         router.get("/slow") { _, _ -> String in
-            try await Task.sleep(for: .seconds(2))
+            await release.wait(atMost: .seconds(60))
             return "late"
         }
         return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
@@ -73,7 +75,9 @@ struct HTTPTransferTests {
             _ = try await HTTPTransfer.perform(HTTPTransfer.Request(url: "http://127.0.0.1:9/"))
         }
         #expect(refused.connectFailed, "\(refused)")
-        try await Self.app().test(.live) { client in
+        let release = Release()
+        try await Self.app(release: release).test(.live) { client in
+            defer { release.open() }
             let url = "http://127.0.0.1:\(try #require(client.port))/slow"
             let slow = try await #require(throws: HTTPTransfer.Failure.self) {
                 _ = try await HTTPTransfer.perform(HTTPTransfer.Request(url: url, timeout: .milliseconds(300)))
@@ -83,6 +87,37 @@ struct HTTPTransferTests {
             task.cancel()
             let cancelled = try await #require(throws: HTTPTransfer.Failure.self) { _ = try await task.value }
             #expect(cancelled.cancelled, "\(cancelled)")
+        }
+    }
+}
+
+/// A door the slow route waits at: opened once, it lets every waiter through.
+final class Release: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiting = state.withLock { s in
+            s.open = true
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        waiting.forEach { $0.resume() }
+    }
+
+    /// Returns when opened, or after `limit` (a fixture that never hangs a test run).
+    func wait(atMost limit: Duration) async {
+        let timer = Task { [self] in
+            try? await Task.sleep(for: limit)
+            open()
+        }
+        defer { timer.cancel() }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s in
+                if s.open { return true }
+                s.waiters.append(c)
+                return false
+            }
+            if now { c.resume() }
         }
     }
 }
