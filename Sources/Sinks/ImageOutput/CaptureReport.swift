@@ -102,6 +102,10 @@ public struct CaptureReport: Sendable, Codable, Equatable {
         public var exposureStarted: SensorTime? { started }
         public var exposureEnded: SensorTime? { ended }
 
+        /// A value JSON can hold: an infinite or NaN one (a camera's lux, say) is left out, so the
+        /// report of a capture that was taken always encodes.
+        func finite(_ v: Double?) -> Double? { v.flatMap { $0.isFinite ? $0 : nil } }
+
         /// The report; `error` when the capture ended early (the steps it got are reported).
         public func report(error: (any Error)? = nil) -> CaptureReport {
             let r = resolved ?? planned
@@ -116,19 +120,19 @@ public struct CaptureReport: Sendable, Codable, Equatable {
                 uniqueID: settings.uniqueID, kind: settings.bracket == nil ? "photo" : "bracket", stepCount: stepCount,
                 steps: inOrder.map { p in
                     let m = p.metadata
-                    return Step(step: p.step.index + 1, requested: p.step.requested, plannedExposureUs: p.step.planned.exposure?.microsecondsValue,
-                                plannedGain: p.step.planned.gain, plannedLens: p.step.planned.lens, sequence: Int(m.sequence),
+                    return Step(step: p.step.index + 1, requested: p.step.requested, plannedExposureUs: finite(p.step.planned.exposure?.microsecondsValue),
+                                plannedGain: finite(p.step.planned.gain), plannedLens: finite(p.step.planned.lens), sequence: Int(m.sequence),
                                 sensorTimestampNs: m.sensorTimestamp?.nanoseconds, exposureStartNs: m.exposureStart?.nanoseconds,
-                                exposureTimeUs: m.exposureTime?.microsecondsValue, analogueGain: m.analogueGain?.value, digitalGain: m.digitalGain?.value,
-                                frameDurationUs: m.frameDuration?.microsecondsValue, lensPosition: m.lensPosition?.value,
-                                colourTemperatureK: m.colourTemperature, lux: m.lux, controlListSequence: m.controlListSequence,
+                                exposureTimeUs: finite(m.exposureTime?.microsecondsValue), analogueGain: finite(m.analogueGain?.value), digitalGain: finite(m.digitalGain?.value),
+                                frameDurationUs: finite(m.frameDuration?.microsecondsValue), lensPosition: finite(m.lensPosition?.value),
+                                colourTemperatureK: m.colourTemperature, lux: finite(m.lux), controlListSequence: m.controlListSequence,
                                 files: files.isEmpty && failures.isEmpty ? nil : files.filter { $0.step == p.step.index + 1 }.map(\.path).sorted())
                 },
                 complete: missing.isEmpty && error == nil, error: message, missingSteps: missing.isEmpty ? nil : missing,
                 framesFirstToLast: seqs.min().map { (seqs.max()! - $0) + 1 }, retries: r?.retries ?? 0,
                 captureOrder: bySensor, capturedInStepOrder: bySensor == bySensor.sorted(),
                 discarded: r?.discarded.map { "\($0.sequence): \($0.reason)" } ?? [], adjustments: r?.adjustments ?? [],
-                meteredExposureUs: r?.meteredExposure?.microsecondsValue, meteredGain: r?.meteredGain, phaseLock: r?.phaseLock,
+                meteredExposureUs: finite(r?.meteredExposure?.microsecondsValue), meteredGain: finite(r?.meteredGain), phaseLock: r?.phaseLock,
                 exposureStartedNs: started?.nanoseconds, exposureEndedNs: ended?.nanoseconds,
                 files: files.map { File(path: $0.path, format: $0.format, bytes: $0.bytes, step: $0.step) }, failures: failures)
         }
