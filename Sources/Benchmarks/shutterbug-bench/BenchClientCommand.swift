@@ -79,27 +79,9 @@ struct BenchClient: AsyncParsableCommand {
         guard FileManager.default.isExecutableFile(atPath: exe) else { throw ValidationError("no shutterbug binary at \(exe): build it or give --binary") }
         let dir = NSTemporaryDirectory() + "sb-bench-client-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = ["serve", "--camera", "sim:imx477", "--size", "1332x990", "--listen", "127.0.0.1:0", "--output", dir]
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = FileHandle.nullDevice
-        try p.run()
-        defer {
-            kill(p.processIdentifier, SIGTERM)
-            p.waitUntilExit()
-        }
-        var text = ""
-        while !text.contains("serving ") || !text.hasSuffix("\n") {
-            let chunk = err.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        guard let r = text.range(of: #"http://127\.0\.0\.1:\d+/"#, options: .regularExpression) else { throw ValidationError("the service did not start: \(text)") }
-        let url = String(text[r]) + "api/capture"
-        let drain = Thread { while !err.fileHandleForReading.availableData.isEmpty {} }
-        drain.start()
+        let service = try BenchService.start(exe, ["--camera", "sim:imx477", "--size", "1332x990", "--listen", "127.0.0.1:0", "--output", dir])
+        defer { _ = service.stop() }
+        let url = service.base + "api/capture"
         print("bench client-wait: \(rounds) photos of \(exposure) s through each client, alternately, each by a process of its own; \(exe)")
         let me = URL(fileURLWithPath: CommandLine.arguments[0]).path
         var totals: [String: (wall: Double, cpu: Double)] = ["URLSession": (0, 0), "libcurl": (0, 0)]

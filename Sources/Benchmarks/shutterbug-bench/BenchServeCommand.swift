@@ -88,27 +88,9 @@ struct BenchServe: AsyncParsableCommand {
                 until: stopped
                 ev: [\(ev)]
             """.write(toFile: dir + "/serve.yaml", atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = ["serve", "--camera", "sim:imx477", "--landing", "early", "--size", "1332x990", "--listen", "127.0.0.1:0", "--output", dir + "/out", "--config", dir + "/serve.yaml"]
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = FileHandle.nullDevice
-        try p.run()
-        var text = ""
-        while !text.contains("serving ") || !text.hasSuffix("\n") {
-            let chunk = err.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        guard let r = text.range(of: #"http://127\.0\.0\.1:\d+/"#, options: .regularExpression) else {
-            p.terminate()
-            throw ValidationError("the service did not start: \(text)")
-        }
-        let base = String(text[r])
-        // Drain the service's log so it never blocks on a full pipe.
-        let drain = Thread { while !err.fileHandleForReading.availableData.isEmpty {} }
-        drain.start()
+        let service = try BenchService.start(exe, ["--camera", "sim:imx477", "--landing", "early", "--size", "1332x990", "--listen", "127.0.0.1:0",
+                                                   "--output", dir + "/out", "--config", dir + "/serve.yaml"])
+        let base = service.base
         var run = Run(label: label)
         let clock = ContinuousClock()
         let start = clock.now
@@ -128,9 +110,8 @@ struct BenchServe: AsyncParsableCommand {
             try await Task.sleep(until: end)
         }
         run.elapsed = clock.now - start
-        kill(p.processIdentifier, SIGTERM)
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw ValidationError("the service exited \(p.terminationStatus)") }
+        let status = service.stop()
+        guard status == 0 else { throw ValidationError("the service exited \(status)") }
         let db = try SQLiteDatabase(path: dir + "/out/load/timelapse.sqlite")
         for row in try db.query("SELECT state, count(*) FROM slots GROUP BY state") {
             let n = Int(row[1].int ?? 0)
