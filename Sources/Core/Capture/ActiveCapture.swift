@@ -93,8 +93,7 @@ extension CaptureSession {
             capture.continuation.yield(.settingsResolved(capture.resolved))
             // A triggered sensor's frame for this instant may have come back before the
             // capture was asked for: it was kept, and is the photo.
-            if let instant = capture.settings.exposedAfter, let r = retained, r.metadata.exposed(after: instant) {
-                retained = nil
+            if let instant = capture.settings.exposedAfter, let r = feeder.takeRetained(exposedAfter: instant) {
                 capture.phase = .single(after: nil)
                 // Its slot's hold passes from the session to the photo.
                 if !judge(r, for: capture) { returnSlot(r.slot) }
@@ -131,7 +130,7 @@ extension CaptureSession {
     func phaseLockControls(_ capture: ActiveCapture, cookie: UInt64) -> CameraControls? {
         guard case .phaseLocking = capture.phase, let instant = capture.settings.exposedAfter else { return nil }
         // The request pairs with the frame after the newest, past those already in flight.
-        let pairing = Int64(lastSequence ?? 0) + Int64(ledger.queuedCount)
+        let pairing = Int64(lastSequence ?? 0) + Int64(feeder.ledger.queuedCount)
         if capture.lock == nil {
             // Planned now, not when the capture was queued: the white balance is the
             // latest, as for any bracket.

@@ -47,6 +47,9 @@ extension CaptureSession {
     public func configure(waiting: Bool = true, _ body: (inout Configuration) -> Void) async throws -> ConfigurationResult {
         var config = Configuration()
         body(&config)
+        // What stays in force outside captures, changed as the settings are (committed only
+        // once every setting is accepted).
+        var baseline = feeder.baseline
         var controls = CameraControls()
         var result = ConfigurationResult()
         var kinds: [Locks.Kind] = []
@@ -120,8 +123,9 @@ extension CaptureSession {
             kinds.append(.whiteBalance(g))
         }
         guard running else { throw failure ?? ShutterbugError(.invalidState, "the session is not running") }
+        feeder.baseline = baseline
         if kinds.isEmpty || !waiting {
-            waitingControls.append((controls, []))
+            feeder.enqueue(controls)
             topUp()
             return result
         }
@@ -135,7 +139,7 @@ extension CaptureSession {
             locks.add(id: nextLockID, kind: kind, now: now(), timeLimit: limit)
             nextLockID += 1
         }
-        waitingControls.append((controls, ids))
+        feeder.enqueue(controls, locks: ids)
         topUp()
         startTicking()
         try await withThrowingTaskGroup(of: (Locks.Kind, SyncPoint).self) { group in

@@ -27,7 +27,7 @@ extension CaptureSession {
             c.finish()
             return stream
         }
-        monitors.append(Monitor(remaining: count, delivery: .stream(c)))
+        fanOut.monitor(FrameFanOut.Monitor(remaining: count, delivery: .stream(c)))
         topUp()
         return stream
     }
@@ -42,7 +42,7 @@ extension CaptureSession {
             done.finish()
             return stream
         }
-        monitors.append(Monitor(remaining: count, delivery: .handler(handler, done: done)))
+        fanOut.monitor(FrameFanOut.Monitor(remaining: count, delivery: .handler(handler, done: done)))
         topUp()
         return stream
     }
@@ -55,68 +55,10 @@ extension CaptureSession {
     /// - Throws: `.invalidArgument` when that request has already been queued, naming the
     ///   first request still to come.
     public func send(_ controls: CameraControls, withRequest request: UInt64) throws {
-        guard request >= nextCookie else {
-            throw ShutterbugError(.invalidArgument, "request \(request) has already been queued; the next request to go out is \(nextCookie) (accepted \(nextCookie)...)")
-        }
-        scheduledControls[request] = controls
+        try feeder.schedule(controls, withRequest: request)
         topUp()
     }
 
     /// The controls the camera said it does not support, over every request so far.
-    public var unsupportedControls: ControlSet { unsupported }
-
-    /// Controls asked for this request or an earlier one, oldest first.
-    func takeScheduledControls(upTo cookie: UInt64) -> (for: UInt64, controls: CameraControls)? {
-        // Per request: nothing to look through (and no array made) in the usual case.
-        guard !scheduledControls.isEmpty, let key = scheduledControls.keys.filter({ $0 <= cookie }).min() else { return nil }
-        return (key, scheduledControls.removeValue(forKey: key)!)
-    }
-
-    func report(_ c: CompletedRequest) {
-        guard c.status != .cancelled, !monitors.isEmpty else { return }
-        let record = RequestRecord(request: c.cookie, status: c.status, metadata: c.metadata,
-                                   carriedControlsFor: carriedScheduled.isEmpty ? nil : carriedScheduled.removeValue(forKey: c.cookie))
-        var ended = false
-        // In place: no copy of each monitor (and its closure) per frame.
-        monitors.withUnsafeMutableBufferPointer { all in
-            for i in all.indices {
-                all[i].deliver(record)
-                all[i].remaining -= 1
-                if all[i].remaining == 0 {
-                    all[i].finish()
-                    ended = true
-                }
-            }
-        }
-        if ended { monitors.removeAll { $0.remaining == 0 } }
-    }
-
-    func endMonitors() {
-        for m in monitors { m.finish() }
-        monitors.removeAll()
-    }
-
-    /// A monitor and how many requests it still wants.
-    struct Monitor {
-        enum Delivery {
-            case stream(AsyncStream<RequestRecord>.Continuation)
-            case handler(@Sendable (RequestRecord) -> Void, done: AsyncStream<Void>.Continuation)
-        }
-        var remaining: Int
-        let delivery: Delivery
-
-        func deliver(_ r: RequestRecord) {
-            switch delivery {
-            case .stream(let c): c.yield(r)
-            case .handler(let h, _): h(r)
-            }
-        }
-
-        func finish() {
-            switch delivery {
-            case .stream(let c): c.finish()
-            case .handler(_, let done): done.finish()
-            }
-        }
-    }
+    public var unsupportedControls: ControlSet { feeder.unsupported }
 }

@@ -16,8 +16,7 @@ extension CaptureSession {
         // timestamped in the past still gets its whole timeout.
         let start = max(instant, now())
         // A triggered sensor's frame for this instant may have come back already: it was kept.
-        if let r = retained, r.metadata.exposed(after: instant) {
-            retained = nil
+        if let r = feeder.takeRetained(exposedAfter: instant) {
             let slot = r.slot
             return CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(instant)", planned: StepTarget(), actual: r.metadata),
                                  metadata: r.metadata, buffers: r.buffers) { [weak self] in Task { await self?.returnSlot(slot) } }

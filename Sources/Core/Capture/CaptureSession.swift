@@ -28,30 +28,22 @@ public actor CaptureSession {
     var ticker: Task<Void, Never>?
     /// Request slots beyond a bracket's photos, so the sensor never starves while photos are
     /// held: the pipeline depth.
-    public static let pipelineDepth = 4
+    public static let pipelineDepth = RequestFeeder.pipelineDepth
 
     /// The most the configuration's buffers may take.
     public nonisolated let memoryBudget: MemoryBudget
     /// The configuration in force, once prepared.
     public private(set) var configuration: CameraConfiguration?
+    /// Slots allocated, and how many of them a bracket may hold.
     var slots = 0
     var prepared = 0
-    var nextCookie: UInt64 = 0
     var running = false
     var failure: ShutterbugError?
-    /// Where every request slot is: queued, held by photos or sinks, or spare (pure).
-    var ledger = SlotLedger(slots: 0, depth: pipelineDepth)
-    /// A camera that paces by demand (virtual time) takes frames only while something waits on
-    /// them: the first `warmUpFrames` after start (AE, AWB and the metadata a capture plans
-    /// from), then captures, locks, triggers and controls still to send. The pipeline stays
-    /// full meanwhile, as on a real camera; only the frames hold still, so a seeded run repeats.
-    static let warmUpFrames = 8
-    var warmUpLeft = 0
+    /// The requests: slots, numbers, controls between captures, warm-up, a kept frame (pure).
+    var feeder = RequestFeeder()
+    /// Observers, monitors, sinks and held-frame waiters.
+    var fanOut = FrameFanOut()
     var warmedUp: CheckedContinuation<Void, Never>?
-    var heldWaiters: [(id: Int, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    var nextHeldWaiter = 0
-    /// Sinks beside the photo path, each with the frames it may hold at once.
-    var sinks: [SinkEntry] = []
     var recent = Ring<FrameMetadata>(capacity: 8)
     var lastSequence: UInt32?
     /// The newest non-cancelled frame's sequence, for the dropped-frame count.
@@ -65,9 +57,6 @@ public actor CaptureSession {
 
     /// When progress was made: the frame being handled's time, else the camera's clock.
     func progressTime() -> SensorTime { frameTime ?? now() }
-    /// Controls in force outside a capture, sent again to restore after one.
-    var baseline = CameraControls()
-    var waitingControls = Ring<(controls: CameraControls, locks: [Int])>(capacity: 8)
     /// The locks in flight (pure: frames and time in, outcomes out) and their waiters; an
     /// outcome that comes before its waiter is kept for it.
     var locks = Locks()
@@ -85,24 +74,13 @@ public actor CaptureSession {
     /// The backend's constant properties, read once (not per frame through the existential).
     let framesOnTriggerOnly: Bool
     let pacesByDemand: Bool
-    var observers: [AsyncStream<FrameMetadata>.Continuation] = []
-    /// Monitors of completed requests, each with how many it still wants.
-    var monitors: [Monitor] = []
-    /// Controls to send with a chosen request number, and which request carried them.
-    var scheduledControls: [UInt64: CameraControls] = [:]
-    var carriedScheduled: [UInt64: UInt64] = [:]
-    var unsupported = ControlSet()
-    /// A sensor that makes frames only when triggered: its newest frame, kept (its slot held)
-    /// until the next, so a capture for a pulse registered after the pulse's frame came back
-    /// (the frame completes width + readout after the edge) still gets that frame.
-    var retained: CompletedRequest?
 
     var lastSequenceSeen: UInt32? { lastSequence }
     var recentMetadata: [FrameMetadata] {
         var copy = recent
         return copy.removeAll()
     }
-    var baselineControls: CameraControls { baseline }
+    var baselineControls: CameraControls { feeder.baseline }
 
     /// - Parameters:
     ///   - clock: the time the bracket scheduler judges stalls by; default the camera's own
@@ -132,7 +110,7 @@ public actor CaptureSession {
     /// `buffering` frames if the reader falls behind; never slows capture.
     public func frames(buffering: Int = 256) -> AsyncStream<FrameMetadata> {
         let (stream, c) = AsyncStream<FrameMetadata>.makeStream(bufferingPolicy: .bufferingNewest(buffering))
-        observers.append(c)
+        fanOut.observe(c)
         return stream
     }
 
@@ -160,13 +138,13 @@ public actor CaptureSession {
     public var failureReason: ShutterbugError? { running ? failure : nil }
 
     /// Photos held by the consumer (not yet released), and frames held by sinks.
-    public var photosHeld: Int { ledger.holders }
+    public var photosHeld: Int { feeder.ledger.holders }
 
     /// Every request slot's state: queued + held + spare add up to the slots allocated.
-    public var slotLedger: SlotLedger { ledger }
+    public var slotLedger: SlotLedger { feeder.ledger }
 
     /// What each sink was offered, kept, and missed while it held all it may.
-    public var sinkStatistics: [SinkStatistics] { sinks.map(\.statistics) }
+    public var sinkStatistics: [SinkStatistics] { fanOut.sinkStatistics }
 
     // MARK: Life
 
@@ -227,7 +205,7 @@ public actor CaptureSession {
         timing = timingForConfiguration(config)
         slots = try backend.allocate()
         prepared = max(1, slots - Self.pipelineDepth - sinkBuffers)
-        self.sinks = sinks.map { SinkEntry(sink: $0, quota: framesPerSink) }
+        fanOut.setSinks(sinks, quota: framesPerSink)
         return config
     }
 
@@ -246,15 +224,15 @@ public actor CaptureSession {
         guard failure == nil, pump == nil, !directConsumer else {
             throw ShutterbugError(.invalidState, "a session runs once; this one has stopped (\(failure?.message ?? "stopped")): make a new CaptureSession")
         }
-        baseline = CameraControls(aeEnabled: true, awbEnabled: true,
-                                  frameDurationLimits: timing.everyFramePeriod...max(timing.everyFramePeriod, .milliseconds(250)))
+        var baseline = CameraControls(aeEnabled: true, awbEnabled: true,
+                                      frameDurationLimits: timing.everyFramePeriod...max(timing.everyFramePeriod, .milliseconds(250)))
         if backend.controlLimits.supported.isDisjoint(with: [.aeEnable, .frameDurationLimits]) { baseline = CameraControls() }
         if let controls { baseline = controls }
-        unsupported.formUnion(try backend.start(controls: baseline))
+        feeder.baseline = baseline
+        feeder.refused(try backend.start(controls: baseline))
         running = true
-        ledger = SlotLedger(slots: slots, depth: Self.pipelineDepth)
         // A triggered sensor makes frames only when pulsed: there is nothing to warm up on.
-        warmUpLeft = framesOnTriggerOnly ? 0 : Self.warmUpFrames
+        feeder.start(slots: slots, warmUp: !framesOnTriggerOnly)
         topUp()
         let completions = backend.completions
         if let eventLoop {
@@ -263,39 +241,22 @@ public actor CaptureSession {
             // the actor's only runner, as a job would be): a frame costs no task resumption,
             // as cam's event loop callback costs none.
             directConsumer = true
-            // Cast once here, not per frame: the cast's function types' metadata is looked up
-            // on every call (seen with perf on the emulated board).
-            nonisolated(unsafe) let handle = Self.betweenJobs({ (session: isolated CaptureSession, c: CompletedRequest) in session.handle(c) })
             completions.consumeDirectly(on: eventLoop, completion: { [weak self] c in
-                guard let self else { return }
-                assert(self.eventLoop?.isBetweenJobs == true, "a direct completion off the loop or inside a job")
-                handle(self, c)
+                // The queue hands a completion over only on the loop's thread between its jobs
+                // (`isBetweenJobs`), so no job of this actor runs and the thread may act as it;
+                // the check costs a thread-local read and the executor's thread comparison.
+                self?.assumeIsolated { $0.handle(c) }
             }, end: { [weak self] error in
                 guard let error else { return }
-                self?.failBetweenJobs(error)
+                self?.assumeIsolated { $0.fail(error) }
             })
         } else {
             pump = Task { await self.pumpCompletions(completions) }
         }
-        if pacesByDemand && warmUpLeft > 0 {
+        if pacesByDemand && feeder.warmUpLeft > 0 {
             // The warm-up frames run, and come back, before anything else is asked for.
             await withCheckedContinuation { warmedUp = $0 }
         }
-    }
-
-    /// `body` as a function the direct consumer calls to act as the actor: it calls only on the
-    /// event loop's thread and between the loop's jobs (`EventLoopExecutor.isBetweenJobs`,
-    /// checked by the queue before it hands a completion over), so no job of this actor is
-    /// running and the thread may act as it. What `assumeIsolated` does, without its run-time
-    /// check of the executor and without a generic closure whose function type's metadata was
-    /// looked up per frame (both seen with perf on the emulated board); debug builds still check.
-    private nonisolated static func betweenJobs<T>(_ body: @escaping (isolated CaptureSession, T) -> Void) -> (CaptureSession, T) -> Void {
-        unsafeBitCast(body, to: ((CaptureSession, T) -> Void).self)
-    }
-
-    nonisolated func failBetweenJobs(_ error: ShutterbugError) {
-        assert(eventLoop?.isBetweenJobs == true, "the camera's end off the loop or inside a job")
-        Self.betweenJobs({ (session: isolated CaptureSession, e: ShutterbugError) in session.fail(e) })(self, error)
     }
 
     /// Handles each completion, for a camera without an event loop (the simulated one): a
@@ -344,10 +305,7 @@ public actor CaptureSession {
     public func stop() {
         guard running else { return }
         running = false
-        if let r = retained {
-            retained = nil
-            returnSlot(r.slot)
-        }
+        if let slot = feeder.dropRetained() { returnSlot(slot) }
         try? backend.stop()
         if directConsumer {
             directConsumer = false
@@ -358,7 +316,6 @@ public actor CaptureSession {
         ticker = nil
         lastFrameTime = nil
         fail(ShutterbugError(.invalidState, "the session stopped"))
-        endMonitors()
     }
 
     // MARK: Capture
@@ -443,9 +400,8 @@ public actor CaptureSession {
         if c.status == .complete {
             recent.append(m, keepingAtMost: 6)
             lastSequence = m.sequence
-            for o in observers { o.yield(m) }
         }
-        report(c)
+        fanOut.publish(c, carriedControlsFor: fanOut.records(c.status) ? feeder.carriedControls(c.cookie) : nil)
         if !locks.isEmpty { perform(locks.complete(cookie: c.cookie, status: c.status, metadata: m, now: progressTime(), timing: timing)) }
         if !triggers.isEmpty, let w = triggers.complete(status: c.status, metadata: m), let cont = triggerWaiters.removeValue(forKey: w.id) {
             let slot = c.slot
@@ -456,23 +412,16 @@ public actor CaptureSession {
         if let capture = captures.first, judge(c, for: capture) {
             holders += 1
         }
-        if c.status == .complete, !sinks.isEmpty { holders += offerToSinks(c) }
+        if c.status == .complete, fanOut.sinkCount > 0 {
+            let slot = c.slot
+            holders += fanOut.offerToSinks(c) { i in BufferLease { [weak self] in Task { await self?.sinkReleased(i, slot: slot) } } }
+        }
         // A triggered sensor's newest frame waits for a capture registered late; the one it
         // replaces goes back.
-        var retainedNow = false
-        if framesOnTriggerOnly, c.status == .complete, holders == 0 {
-            holders = 1
-            retainedNow = true
-        }
-        ledger.completed(c.slot, holders: holders)
-        if framesOnTriggerOnly, c.status == .complete {
-            if let old = retained { returnSlot(old.slot) }
-            retained = retainedNow ? c : nil
-        }
-        if holders > 0 { resumeHeldWaiters() }
-        // Start-up frames (AE/AWB still converging) do not count towards the warm-up.
-        if warmUpLeft > 0, c.status != .startup { warmUpLeft -= 1 }
-        if warmUpLeft == 0, let w = warmedUp {
+        let (release, warmUpEnded) = feeder.completed(c, holders: holders, keepsNewest: framesOnTriggerOnly)
+        if let release { returnSlot(release) }
+        if holders > 0 { fanOut.held(feeder.ledger.holders) }
+        if warmUpEnded, let w = warmedUp {
             warmedUp = nil
             w.resume()
         }
@@ -484,21 +433,18 @@ public actor CaptureSession {
     func topUp() {
         // Not once the session failed: a camera that refuses requests would hand the slot
         // straight back, and this would spin.
-        while running, failure == nil, let slot = ledger.nextToQueue() {
-            requeue(slot)
+        while running, failure == nil, let (slot, request) = feeder.nextToQueue() {
+            requeue(slot, request: request)
         }
         if pacesByDemand { backend.allowFrames(hasDemand) }
     }
 
     var hasDemand: Bool {
-        warmUpLeft > 0 || !captures.isEmpty || !locks.isEmpty || !triggers.isEmpty || !waitingControls.isEmpty
-            || !monitors.isEmpty || !scheduledControls.isEmpty
+        feeder.wantsFrames || !captures.isEmpty || !locks.isEmpty || !triggers.isEmpty || fanOut.wantsFrames
     }
 
-    func requeue(_ slot: Int) {
+    func requeue(_ slot: Int, request cookie: UInt64) {
         guard running else { return }
-        let cookie = nextCookie
-        nextCookie += 1
         var controls = CameraControls()  // none (not the static: a once-check per frame)
         if let capture = captures.first, case .phaseLocking = capture.phase, let c = phaseLockControls(capture, cookie: cookie) {
             // A phase-locked bracket's pre-roll, or its first step (nil: not yet, a filler).
@@ -507,32 +453,29 @@ public actor CaptureSession {
             controls = s
         } else if captures.first?.scheduler == nil || captures.first?.scheduler?.isFinished == true {
             // Between captures only: a bracket's requests between its steps repeat its own.
-            if let s = takeScheduledControls(upTo: cookie) {
-                controls = s.controls
-                carriedScheduled[cookie] = s.for
-            } else if !waitingControls.isEmpty, let w = waitingControls.popFirst() {
+            if let w = feeder.betweenCaptures(cookie) {
                 controls = w.controls
-                locks.sent(w.locks, cookie: cookie)
+                if !w.locks.isEmpty { locks.sent(w.locks, cookie: cookie) }
             }
         }
         do {
-            unsupported.formUnion(try backend.queue(slot: slot, cookie: cookie, controls: controls))
+            feeder.refused(try backend.queue(slot: slot, cookie: cookie, controls: controls))
         } catch {
-            ledger.queueFailed(slot)
+            feeder.queueFailed(slot)
             if running { fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)")) }
         }
     }
 
     /// The controls in force outside captures go out with the next request.
     func restoreBaseline() {
-        waitingControls.append((baseline, []))
+        feeder.restoreBaseline()
         topUp()
     }
 
     /// Called when a photo is released: the slot goes back out.
     func returnSlot(_ slot: Int) {
-        guard ledger.released(slot) else { return }
-        resumeHeldWaiters()
+        guard feeder.released(slot) else { return }
+        fanOut.held(feeder.ledger.holders)
         topUp()
     }
 
@@ -549,7 +492,7 @@ public actor CaptureSession {
         for (_, c) in triggerWaiters { c.resume(throwing: error) }
         triggerWaiters.removeAll()
         triggers = TriggerSelect()
-        endMonitors()
+        fanOut.endMonitors()
     }
 
     func cancel(captureID: Int64) {
