@@ -348,20 +348,30 @@ struct HTTPAPITests {
         let cam = SimulatedCamera(profile: .imx477, options: options)
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
-        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 3)
+        let config = try await session.prepare(streams: [StreamRequest(role: .still, width: 640, height: 480)], preparedBracketCount: 3)
         let dir = NSTemporaryDirectory() + "sb-stall-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let directory = try OutputDirectory(path: dir, reserve: 0)
         let service = CameraService(session: session, camera: cam, writer: try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: .imx477)),
                                     directory: directory)
+        // Frames (and the stall, a second in) start only once the service is there to watch:
+        // on a loaded machine its setup has taken longer than the whole stall.
+        try await session.start()
         // A stall is the absence of frames for a while: nothing signals it, so the status is
         // looked at every 100 ms until it says so (or the deadline names what never came).
-        let stalled = try await withDeadline(.seconds(30), "the status to say the camera stalled") { () -> String in
+        let seen = try await withDeadline(.seconds(30), "the status to say the camera stalled", orNil: true) { () -> String in
             while true {
                 let s = await service.status()
                 if !s.streaming, let p = s.problem, p.contains("stalled") { return p }
                 try await Task.sleep(for: .milliseconds(100))
             }
+        }
+        guard let stalled = seen else {
+            let s = await service.status()
+            let newest = await session.latestFrame
+            Issue.record("waited 30 s for the status to say the camera stalled; it says streaming: \(s.streaming), problem: \(s.problem ?? "none"); newest frame \(newest.map { "\($0.sequence) at \($0.sensorTimestamp.map { "\($0)" } ?? "-")" } ?? "none"), the camera's clock \(cam.now), frames \(await session.statistics)")
+            await session.stop()
+            return
         }
         #expect(stalled.contains("stalled: no frame for"), "\(stalled)")
         // Its frames come back (on a loaded machine a debug simulator's frames may come too

@@ -186,7 +186,10 @@ struct TimelapseCLITests {
     func killAndResume() async throws {
         let dir = NSTemporaryDirectory() + "sb-timelapse-kill-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let slots = 100
+        // Enough that the slots outlast the 50 runs: a run gets through some two to four slots
+        // before its kill (more on an idle machine), and a run that finds none left ends by
+        // itself instead of being killed.
+        let slots = 150
         // DNG too: its raw stream's files are big, so kills often land between a slot's files
         // and its journal row (the window the journal's intents cover).
         let keep = 160 << 20

@@ -49,7 +49,7 @@ extension CaptureSession {
         body(&config)
         // What stays in force outside captures, changed as the settings are (committed only
         // once every setting is accepted).
-        var baseline = feeder.baseline
+        var baseline = machine.baseline
         var controls = CameraControls()
         var result = ConfigurationResult()
         var kinds: [Locks.Kind] = []
@@ -66,7 +66,7 @@ extension CaptureSession {
             guard supported.isSuperset(of: [.exposureTime, .analogueGain]) else {
                 throw ShutterbugError(.unsupported, "\(backend.info.id) does not support manual exposure (no ExposureTime/AnalogueGain controls)")
             }
-            let (target, notes) = adjust(exposure: e.duration, gain: e.gain.value, what: "custom exposure")
+            let (target, notes) = machine.adjust(exposure: e.duration, gain: e.gain.value, what: "custom exposure")
             result.adjustments += notes
             let fd = timing.framePeriod(for: target.exposure!)
             controls.aeEnabled = false
@@ -123,7 +123,7 @@ extension CaptureSession {
             kinds.append(.whiteBalance(g))
         }
         guard running else { throw failure ?? ShutterbugError(.invalidState, "the session is not running") }
-        feeder.baseline = baseline
+        machine.baseline = baseline
         if kinds.isEmpty || !waiting {
             feeder.enqueue(controls)
             topUp()
@@ -135,9 +135,9 @@ extension CaptureSession {
         let limit = max(.seconds(2), period * 10)
         var ids: [Int] = []
         for kind in kinds {
-            ids.append(nextLockID)
-            locks.add(id: nextLockID, kind: kind, now: now(), timeLimit: limit)
-            nextLockID += 1
+            let id = waiters.newID()
+            ids.append(id)
+            locks.add(id: id, kind: kind, now: now(), timeLimit: limit)
         }
         feeder.enqueue(controls, locks: ids)
         topUp()
@@ -159,18 +159,18 @@ extension CaptureSession {
 
     func waitForLock(_ id: Int) async throws -> SyncPoint {
         try await withCheckedThrowingContinuation { c in
-            if let outcome = lockOutcomes.removeValue(forKey: id) { return c.resume(with: outcome) }
+            if let outcome = waiters.lockOutcomes.removeValue(forKey: id) { return c.resume(with: outcome) }
             if let f = failure { return c.resume(throwing: f) }
-            lockWaiters[id] = c
+            waiters.locks[id] = c
         }
     }
 
     /// Settles a lock: resumes its waiter, or keeps the outcome until the waiter arrives.
     func settle(lock id: Int, _ outcome: Result<SyncPoint, any Error>) {
-        if let c = lockWaiters.removeValue(forKey: id) {
+        if let c = waiters.locks.removeValue(forKey: id) {
             c.resume(with: outcome)
         } else {
-            lockOutcomes[id] = outcome
+            waiters.lockOutcomes[id] = outcome
         }
     }
 
@@ -183,27 +183,5 @@ extension CaptureSession {
                 settle(lock: id, .failure(ShutterbugError(.timeout, reason)))
             }
         }
-    }
-
-    /// Adjusts a requested exposure and gain to the sensor, explaining each change.
-    func adjust(exposure: Duration, gain: Double, what: String) -> (StepTarget, [String]) {
-        var notes: [String] = []
-        var e = exposure, g = gain
-        let er = timing.exposureRange, gr = timing.gainRange
-        // Out of range by more than rounding noise (an EV plan's 0.9999999 is not worth a
-        // notice): clamp and say so, with enough digits that the two numbers differ.
-        let clampedE = min(max(e, er.lowerBound), er.upperBound)
-        if abs((clampedE - e).nanosecondsValue) > 1 {
-            notes.append("\(what): exposure \(e.exposureDescription) adjusted to \(clampedE.exposureDescription) (sensor range \(er.lowerBound.microsecondsValue.rounded()) µs to \(er.upperBound.millisecondsDescription))")
-        }
-        e = clampedE
-        let clampedG = min(max(g, gr.lowerBound), gr.upperBound)
-        if abs(clampedG - g) > 1e-6 * clampedG {
-            let (from, to) = String.distinct(g, clampedG)
-            notes.append("\(what): gain \(from) adjusted to \(to) (sensor range \(String(format2: gr.lowerBound)) to \(String(format2: gr.upperBound)))")
-        }
-        g = clampedG
-        // Whole lines, so the target is what the sensor will report.
-        return (StepTarget(exposure: timing.quantise(e), gain: g), notes)
     }
 }

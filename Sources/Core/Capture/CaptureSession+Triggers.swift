@@ -10,22 +10,18 @@ extension CaptureSession {
     public func captureFrame(exposedAfter instant: SensorTime, timeout: Duration = .seconds(5)) async throws -> CapturedPhoto {
         if let f = failure { throw f }
         guard running else { throw ShutterbugError(.invalidState, "the session is not running") }
-        let id = nextTriggerID
-        nextTriggerID += 1
+        let id = waiters.newID()
         // The deadline counts from the instant or from now, whichever is later: a trigger
-        // timestamped in the past still gets its whole timeout.
-        let start = max(instant, now())
-        // A triggered sensor's frame for this instant may have come back already: it was kept.
-        if let r = feeder.takeRetained(exposedAfter: instant) {
-            let slot = r.slot
-            return CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(instant)", planned: StepTarget(), actual: r.metadata),
-                                 metadata: r.metadata, buffers: r.buffers) { [weak self] in Task { await self?.returnSlot(slot) } }
+        // timestamped in the past still gets its whole timeout. A triggered sensor's frame for
+        // this instant may have come back already: it was kept, and is the answer.
+        if let kept = machine.addTrigger(id: id, exposedAfter: instant, deadline: max(instant, now()) + timeout) {
+            return photo(kept, step: ResolvedStep(index: 0, requested: "frame exposed after \(instant)", planned: StepTarget(), actual: kept.metadata))
         }
-        triggers.add(id: id, exposedAfter: instant, deadline: start + timeout)
-        topUp()
-        startTicking()
+        // Waited on before anything else runs: a failure on the way resumes it.
         return try await withCheckedThrowingContinuation { c in
-            triggerWaiters[id] = c
+            waiters.triggers[id] = c
+            topUp()
+            startTicking()
         }
     }
 }

@@ -20,67 +20,41 @@ public actor CaptureSession {
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
         eventLoop?.asUnownedSerialExecutor() ?? poolExecutor.unownedExecutor
     }
-    /// The camera's timing in the configured mode (known once `start` has configured it).
-    public private(set) var timing: CameraTiming
-    let timingForConfiguration: @Sendable (CameraConfiguration) -> CameraTiming
-    /// The clock the scheduler is given (the camera's: its frames' timestamps are on it).
+    /// The camera: its clock (its frames' timestamps are on it), its timing for a
+    /// configuration, and its constant traits, read once (not per frame through the existential).
     let now: @Sendable () -> SensorTime
-    var ticker: Task<Void, Never>?
+    let timingForConfiguration: @Sendable (CameraConfiguration) -> CameraTiming
+    let framesOnTriggerOnly: Bool
+    let pacesByDemand: Bool
     /// Request slots beyond a bracket's photos, so the sensor never starves while photos are
     /// held: the pipeline depth.
     public static let pipelineDepth = RequestFeeder.pipelineDepth
 
     /// The most the configuration's buffers may take.
     public nonisolated let memoryBudget: MemoryBudget
-    /// The configuration in force, once prepared.
+    /// The configuration in force, once prepared, with its buffers: slots allocated, and how
+    /// many of them a bracket may hold.
     public private(set) var configuration: CameraConfiguration?
-    /// Slots allocated, and how many of them a bracket may hold.
-    var slots = 0
-    var prepared = 0
+    var buffers = (slots: 0, photos: 0)
     var running = false
     var failure: ShutterbugError?
-    /// The requests: slots, numbers, controls between captures, warm-up, a kept frame (pure).
+    /// The pure machines: the requests (slots, numbers, controls between captures, warm-up),
+    /// the captures and triggers (frames in, actions out), and the locks.
     var feeder = RequestFeeder()
+    var machine = CaptureMachine(timing: .conservative(limits: ControlLimits(supported: [])), limits: ControlLimits(supported: []))
+    var locks = Locks()
     /// Observers, monitors, sinks and held-frame waiters.
     var fanOut = FrameFanOut()
-    var warmedUp: CheckedContinuation<Void, Never>?
-    var recent = Ring<FrameMetadata>(capacity: 8)
-    var lastSequence: UInt32?
-    /// The newest non-cancelled frame's sequence, for the dropped-frame count.
-    var lastCounted: UInt32?
-    /// The newest frame's `SensorTimestamp`: a gap after it on the camera's clock is judged.
-    var lastFrameTime: SensorTime?
-    /// While a frame of a camera that paces by demand is handled, its own time on the camera's
-    /// clock: what the machines count progress by. (In virtual time the camera's clock may
-    /// already be far past the frame: the simulated sensor runs ahead, over a stall too.)
-    var frameTime: SensorTime?
-
-    /// When progress was made: the frame being handled's time, else the camera's clock.
-    func progressTime() -> SensorTime { frameTime ?? now() }
-    /// The locks in flight (pure: frames and time in, outcomes out) and their waiters; an
-    /// outcome that comes before its waiter is kept for it.
-    var locks = Locks()
-    var lockWaiters: [Int: CheckedContinuation<SyncPoint, any Error>] = [:]
-    var lockOutcomes: [Int: Result<SyncPoint, any Error>] = [:]
-    var nextLockID = 0
-    var captures: [ActiveCapture] = []
-    /// Trigger-to-frame selection (pure) and its waiters.
-    var triggers = TriggerSelect()
-    var triggerWaiters: [Int: CheckedContinuation<CapturedPhoto, any Error>] = [:]
-    var nextTriggerID = 0
-    var pump: Task<Void, Never>?
-    /// The completions come directly on the camera's event loop (instead of to `pump`).
-    var directConsumer = false
-    /// The backend's constant properties, read once (not per frame through the existential).
-    let framesOnTriggerOnly: Bool
-    let pacesByDemand: Bool
-
-    var lastSequenceSeen: UInt32? { lastSequence }
-    var recentMetadata: [FrameMetadata] {
-        var copy = recent
-        return copy.removeAll()
-    }
-    var baselineControls: CameraControls { feeder.baseline }
+    /// Whoever waits on the machines: captures' event streams, locks, triggers, the warm-up.
+    var waiters = Waiters()
+    /// What the frames have shown: counts, and the camera's time as they bring it.
+    var seen = FramesSeen()
+    /// How completions come in (a task of the session's, or directly on the camera's loop),
+    /// and the ticker that lets the machines see time pass while something waits.
+    var delivery = Delivery.none
+    var ticker: Task<Void, Never>?
+    /// Set while the machine's actions are carried out: one applier at a time, in order.
+    var applying = false
 
     /// - Parameters:
     ///   - clock: the time the bracket scheduler judges stalls by; default the camera's own
@@ -103,8 +77,10 @@ public actor CaptureSession {
         self.memoryBudget = memoryBudget
         self.now = clock ?? { [backend] in backend.now }
         self.timingForConfiguration = timing ?? { [backend] _ in backend.timing }
-        self.timing = .conservative(limits: ControlLimits(supported: []))
     }
+
+    /// The camera's timing in the configured mode (known once `prepare` has configured it).
+    public var timing: CameraTiming { machine.timing }
 
     /// Every completed frame's metadata from now on, for monitoring. Keeps the newest
     /// `buffering` frames if the reader falls behind; never slows capture.
@@ -115,7 +91,7 @@ public actor CaptureSession {
     }
 
     /// The newest frame the session has seen.
-    public var latestFrame: FrameMetadata? { recent.last }
+    public var latestFrame: FrameMetadata? { machine.newest }
 
     /// What the session has seen since it started, for metrics.
     public struct FrameStatistics: Sendable, Hashable {
@@ -131,7 +107,7 @@ public actor CaptureSession {
     }
 
     /// Counts of the frames seen since the session started.
-    public private(set) var statistics = FrameStatistics()
+    public var statistics: FrameStatistics { seen.statistics }
 
     /// Why the session failed (a request error, a camera that went away), if it did; `stop`
     /// itself is not a failure.
@@ -202,9 +178,9 @@ public actor CaptureSession {
             throw ShutterbugError(.invalidArgument, "this configuration needs \(config.bufferDescription) of buffers (\(preparedBracketCount) for a bracket, \(Self.pipelineDepth) in flight\(sinkBuffers > 0 ? ", \(sinkBuffers) for sinks" : "") per stream), over the memory budget of \(memoryBudget); ask for fewer bracket steps, a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
         }
         configuration = config
-        timing = timingForConfiguration(config)
-        slots = try backend.allocate()
-        prepared = max(1, slots - Self.pipelineDepth - sinkBuffers)
+        machine = CaptureMachine(timing: timingForConfiguration(config), limits: backend.controlLimits, keepsNewest: framesOnTriggerOnly)
+        let slots = try backend.allocate()
+        buffers = (slots, max(1, slots - Self.pipelineDepth - sinkBuffers))
         fanOut.setSinks(sinks, quota: framesPerSink)
         return config
     }
@@ -218,21 +194,21 @@ public actor CaptureSession {
     /// - Throws: `.invalidState` when not prepared, already running, or stopped (a session runs
     ///   once).
     public func start(controls: CameraControls? = nil) async throws {
-        guard slots > 0 else { throw ShutterbugError(.invalidState, "the session is not prepared: call prepare(streams:) first") }
+        guard buffers.slots > 0 else { throw ShutterbugError(.invalidState, "the session is not prepared: call prepare(streams:) first") }
         guard !running else { throw ShutterbugError(.invalidState, "the session is already running") }
         // One run per session: a stopped session's requests may still be coming back.
-        guard failure == nil, pump == nil, !directConsumer else {
+        guard failure == nil, case .none = delivery else {
             throw ShutterbugError(.invalidState, "a session runs once; this one has stopped (\(failure?.message ?? "stopped")): make a new CaptureSession")
         }
         var baseline = CameraControls(aeEnabled: true, awbEnabled: true,
                                       frameDurationLimits: timing.everyFramePeriod...max(timing.everyFramePeriod, .milliseconds(250)))
         if backend.controlLimits.supported.isDisjoint(with: [.aeEnable, .frameDurationLimits]) { baseline = CameraControls() }
         if let controls { baseline = controls }
-        feeder.baseline = baseline
+        machine.baseline = baseline
         feeder.refused(try backend.start(controls: baseline))
         running = true
         // A triggered sensor makes frames only when pulsed: there is nothing to warm up on.
-        feeder.start(slots: slots, warmUp: !framesOnTriggerOnly)
+        feeder.start(slots: buffers.slots, warmUp: !framesOnTriggerOnly)
         topUp()
         let completions = backend.completions
         if let eventLoop {
@@ -240,7 +216,7 @@ public actor CaptureSession {
             // camera's event is heard, outside any of the session's jobs (so the handler is
             // the actor's only runner, as a job would be): a frame costs no task resumption,
             // as cam's event loop callback costs none.
-            directConsumer = true
+            delivery = .direct
             completions.consumeDirectly(on: eventLoop, completion: { [weak self] c in
                 // The queue hands a completion over only on the loop's thread between its jobs
                 // (`isBetweenJobs`), so no job of this actor runs and the thread may act as it;
@@ -251,11 +227,11 @@ public actor CaptureSession {
                 self?.assumeIsolated { $0.fail(error) }
             })
         } else {
-            pump = Task { await self.pumpCompletions(completions) }
+            delivery = .pump(Task { await self.pumpCompletions(completions) })
         }
         if pacesByDemand && feeder.warmUpLeft > 0 {
             // The warm-up frames run, and come back, before anything else is asked for.
-            await withCheckedContinuation { warmedUp = $0 }
+            await withCheckedContinuation { waiters.warmedUp = $0 }
         }
     }
 
@@ -291,7 +267,7 @@ public actor CaptureSession {
 
     func keepTicking() -> Bool {
         tick()
-        if (captures.isEmpty && locks.isEmpty && triggers.isEmpty) || !running {
+        if (machine.isIdle && locks.isEmpty) || !running {
             ticker = nil
             return false
         }
@@ -299,22 +275,24 @@ public actor CaptureSession {
     }
 
     /// The most steps a bracket can have with the buffers prepared.
-    public var maxBracketedCapturePhotoCount: Int { prepared }
+    public var maxBracketedCapturePhotoCount: Int { buffers.photos }
 
     /// Stops streaming: captures in progress fail, held photos stay readable until released.
     public func stop() {
         guard running else { return }
         running = false
-        if let slot = feeder.dropRetained() { returnSlot(slot) }
+        if let slot = machine.dropRetained() { returnSlot(slot) }
         try? backend.stop()
-        if directConsumer {
-            directConsumer = false
-            backend.completions.endDirectConsumer()
+        switch delivery {
+        case .direct: backend.completions.endDirectConsumer()
+        case .pump(let task): task.cancel()
+        case .none, .ended: break
         }
-        pump?.cancel()
+        // Not `.none`: a session runs once.
+        delivery = .ended
         ticker?.cancel()
         ticker = nil
-        lastFrameTime = nil
+        seen.lastFrameTime = nil
         fail(ShutterbugError(.invalidState, "the session stopped"))
     }
 
@@ -324,7 +302,6 @@ public actor CaptureSession {
     /// buffers until released.
     public func capture(_ settings: PhotoSettings) -> AsyncThrowingStream<CaptureEvent, any Error> {
         let (stream, continuation) = AsyncThrowingStream<CaptureEvent, any Error>.makeStream()
-        let capture = ActiveCapture(settings: settings, continuation: continuation)
         if let f = failure ?? (running ? nil : ShutterbugError(.invalidState, "the session is not running")) {
             continuation.finish(throwing: f)
             return stream
@@ -336,11 +313,17 @@ public actor CaptureSession {
             return stream
         }
         let id = settings.uniqueID
+        guard waiters.captures[id] == nil else {
+            continuation.finish(throwing: ShutterbugError(.invalidArgument, "these photo settings (unique ID \(id)) are being captured already; make new PhotoSettings for each capture, as AVFoundation asks"))
+            return stream
+        }
         continuation.onTermination = { [weak self] reason in
             if case .cancelled = reason { Task { await self?.cancel(captureID: id) } }
         }
-        captures.append(capture)
-        if captures.count == 1 { activate() }
+        waiters.captures[id] = continuation
+        machine.add(settings, now: now())
+        startTicking()
+        topUp()
         return stream
     }
 
@@ -360,9 +343,10 @@ public actor CaptureSession {
             throw ShutterbugError(.unsupported, "\(backend.info.id) does not support ExposureTime and AnalogueGain, so it cannot bracket exposures")
         }
         if case .manualExposure(let steps) = b {
-            let targets = steps.map { adjust(exposure: $0.duration, gain: $0.gain.value, what: "").0 }
-            if let reason = ambiguity(targets) { throw ShutterbugError(.invalidArgument, reason) }
+            let targets = steps.map { machine.adjust(exposure: $0.duration, gain: $0.gain.value, what: "").0 }
+            if let reason = machine.ambiguity(targets) { throw ShutterbugError(.invalidArgument, reason) }
         }
+        let (slots, prepared) = buffers
         guard (1...prepared).contains(b.count) else {
             throw ShutterbugError(.invalidArgument, "a bracket of \(b.count) steps does not fit: \(backend.info.id) has \(slots) buffers per stream and \(Self.pipelineDepth) stay in flight for the pipeline, so maxBracketedCapturePhotoCount is \(prepared) (accepted 1...\(prepared))")
         }
@@ -372,7 +356,6 @@ public actor CaptureSession {
 
     func handle(_ c: CompletedRequest) {
         let m = c.metadata
-        var holders = 0
         // Time is the camera's. A camera that paces its frames by demand (virtual time) has a
         // clock that jumps over a stall, so no tick sees the stall pass: a frame that comes
         // after a gap lets the machines judge the gap before they take it, and progress is
@@ -380,83 +363,63 @@ public actor CaptureSession {
         // which never blame the camera for frames it dropped while the session was starved
         // of CPU (that gap is ours).
         if pacesByDemand, let ts = m.sensorTimestamp, c.status != .cancelled {
-            if let previous = lastFrameTime, ts - previous > Self.gapWorthJudging, !(captures.isEmpty && locks.isEmpty && triggers.isEmpty) {
+            if let previous = seen.lastFrameTime, ts - previous > Self.gapWorthJudging, !(machine.isIdle && locks.isEmpty) {
                 judge(at: ts)
             }
-            lastFrameTime = ts
-            frameTime = ts
+            seen.lastFrameTime = ts
+            seen.frameTime = ts
         }
-        defer { frameTime = nil }
-        switch c.status {
-        case .complete: statistics.frames += 1
-        case .startup: statistics.startup += 1
-        case .error: statistics.errors += 1
-        case .cancelled: break
-        }
-        if c.status != .cancelled {
-            if let last = lastCounted, m.sequence > last &+ 1, m.sequence &- last < 1 << 20 { statistics.dropped += Int(m.sequence &- last &- 1) }
-            lastCounted = m.sequence
-        }
-        if c.status == .complete {
-            recent.append(m, keepingAtMost: 6)
-            lastSequence = m.sequence
-        }
+        defer { seen.frameTime = nil }
+        seen.count(c)
         fanOut.publish(c, carriedControlsFor: fanOut.records(c.status) ? feeder.carriedControls(c.cookie) : nil)
         if !locks.isEmpty { perform(locks.complete(cookie: c.cookie, status: c.status, metadata: m, now: progressTime(), timing: timing)) }
-        if !triggers.isEmpty, let w = triggers.complete(status: c.status, metadata: m), let cont = triggerWaiters.removeValue(forKey: w.id) {
-            let slot = c.slot
-            cont.resume(returning: CapturedPhoto(step: ResolvedStep(index: 0, requested: "frame exposed after \(w.instant)", planned: StepTarget(), actual: m),
-                                                 metadata: m, buffers: c.buffers) { [weak self] in Task { await self?.returnSlot(slot) } })
-            holders += 1
-        }
-        if let capture = captures.first, judge(c, for: capture) {
-            holders += 1
-        }
+        var sinkHolds = 0
         if c.status == .complete, fanOut.sinkCount > 0 {
             let slot = c.slot
-            holders += fanOut.offerToSinks(c) { i in BufferLease { [weak self] in Task { await self?.sinkReleased(i, slot: slot) } } }
+            sinkHolds = fanOut.offerToSinks(c) { i in BufferLease { [weak self] in Task { await self?.sinkReleased(i, slot: slot) } } }
         }
-        // A triggered sensor's newest frame waits for a capture registered late; the one it
-        // replaces goes back.
-        let (release, warmUpEnded) = feeder.completed(c, holders: holders, keepsNewest: framesOnTriggerOnly)
-        if let release { returnSlot(release) }
+        let holders = sinkHolds + machine.frame(c, now: progressTime(), clock: seen.frameTime == nil ? nil : now(), otherHolders: sinkHolds)
+        let warmUpEnded = feeder.completed(c, holders: holders)
         if holders > 0 { fanOut.held(feeder.ledger.holders) }
-        if warmUpEnded, let w = warmedUp {
-            warmedUp = nil
+        if warmUpEnded, let w = waiters.warmedUp {
+            waiters.warmedUp = nil
             w.resume()
         }
         topUp()
     }
 
-    /// Keeps `pipelineDepth` requests queued, from the spare slots, and lets a camera that
-    /// paces by demand take frames while anything waits on them.
+    /// Keeps `pipelineDepth` requests queued, from the spare slots, lets a camera that paces by
+    /// demand take frames while anything waits on them, and carries out what the capture
+    /// machine decided.
     func topUp() {
+        // What the machine decided first: a restore waits for the next request.
+        applyMachineActions()
         // Not once the session failed: a camera that refuses requests would hand the slot
         // straight back, and this would spin.
         while running, failure == nil, let (slot, request) = feeder.nextToQueue() {
             requeue(slot, request: request)
         }
+        applyMachineActions()
         if pacesByDemand { backend.allowFrames(hasDemand) }
     }
 
     var hasDemand: Bool {
-        feeder.wantsFrames || !captures.isEmpty || !locks.isEmpty || !triggers.isEmpty || fanOut.wantsFrames
+        feeder.wantsFrames || !machine.isIdle || !locks.isEmpty || fanOut.wantsFrames
     }
+
+    /// When progress was made: the frame being handled's time, else the camera's clock.
+    func progressTime() -> SensorTime { seen.frameTime ?? now() }
 
     func requeue(_ slot: Int, request cookie: UInt64) {
         guard running else { return }
+        // A capture's own controls (a bracket step, a phase lock's pre-roll); between captures,
+        // controls asked for this request, a configuration, a restore; else none (a filler).
         var controls = CameraControls()  // none (not the static: a once-check per frame)
-        if let capture = captures.first, case .phaseLocking = capture.phase, let c = phaseLockControls(capture, cookie: cookie) {
-            // A phase-locked bracket's pre-roll, or its first step (nil: not yet, a filler).
+        if let c = machine.controls(forRequest: cookie, queued: feeder.ledger.queuedCount, now: progressTime(), clock: seen.frameTime == nil ? nil : now()) {
             controls = c
-        } else if let capture = captures.first, let s = capture.scheduler?.controls(forRequest: cookie) {
-            controls = s
-        } else if captures.first?.scheduler == nil || captures.first?.scheduler?.isFinished == true {
-            // Between captures only: a bracket's requests between its steps repeat its own.
-            if let w = feeder.betweenCaptures(cookie) {
-                controls = w.controls
-                if !w.locks.isEmpty { locks.sent(w.locks, cookie: cookie) }
-            }
+        } else if machine.isBetweenCaptures, let w = feeder.betweenCaptures(cookie) {
+            controls = w.controls
+            if !w.locks.isEmpty { locks.sent(w.locks, cookie: cookie) }
         }
         do {
             feeder.refused(try backend.queue(slot: slot, cookie: cookie, controls: controls))
@@ -466,10 +429,43 @@ public actor CaptureSession {
         }
     }
 
-    /// The controls in force outside captures go out with the next request.
-    func restoreBaseline() {
-        feeder.restoreBaseline()
-        topUp()
+    /// Carries out the capture machine's actions, in order: events to the captures' streams,
+    /// frames to triggers, holds given back, the baseline restored.
+    func applyMachineActions() {
+        guard !applying, machine.hasActions else { return }
+        applying = true
+        defer { applying = false }
+        while machine.hasActions {
+            for a in machine.takeActions() { apply(a) }
+        }
+    }
+
+    private func apply(_ a: CaptureMachine.Action) {
+        switch a {
+        case .resolved(let id, let r): waiters.captures[id]?.yield(.settingsResolved(r))
+        case .exposureStarted(let id, let t): waiters.captures[id]?.yield(.exposureStarted(t))
+        case .exposureEnded(let id, let t): waiters.captures[id]?.yield(.exposureEnded(t))
+        case .photo(let id, let step, let frame):
+            // Not consumed (the stream was cancelled): the photo's end gives the slot back.
+            waiters.captures[id]?.yield(.photo(photo(frame, step: step)))
+        case .finished(let id, let r):
+            let c = waiters.captures.removeValue(forKey: id)
+            c?.yield(.captureFinished(r))
+            c?.finish()
+        case .failed(let id, let error): waiters.captures.removeValue(forKey: id)?.finish(throwing: error)
+        case .release(let slot): returnSlot(slot)
+        case .restoreBaseline: feeder.enqueue(machine.baseline)
+        case .triggered(let id, let instant, let frame):
+            let p = photo(frame, step: ResolvedStep(index: 0, requested: "frame exposed after \(instant)", planned: StepTarget(), actual: frame.metadata))
+            waiters.triggers.removeValue(forKey: id)?.resume(returning: p)
+        case .triggerFailed(let id, let error): waiters.triggers.removeValue(forKey: id)?.resume(throwing: error)
+        }
+    }
+
+    /// A frame lent out as a photo: its slot goes back when the photo is released or freed.
+    func photo(_ frame: CompletedRequest, step: ResolvedStep) -> CapturedPhoto {
+        let slot = frame.slot
+        return CapturedPhoto(step: step, metadata: frame.metadata, buffers: frame.buffers) { [weak self] in Task { await self?.returnSlot(slot) } }
     }
 
     /// Called when a photo is released: the slot goes back out.
@@ -481,27 +477,21 @@ public actor CaptureSession {
 
     func fail(_ error: ShutterbugError) {
         failure = failure ?? error
-        warmedUp?.resume()
-        warmedUp = nil
-        for capture in captures { capture.finish(throwing: error) }
-        captures.removeAll()
+        waiters.warmedUp?.resume()
+        waiters.warmedUp = nil
+        machine.failAll(error)
         for id in locks.ids {
             locks.remove(id)
             settle(lock: id, .failure(error))
         }
-        for (_, c) in triggerWaiters { c.resume(throwing: error) }
-        triggerWaiters.removeAll()
-        triggers = TriggerSelect()
         fanOut.endMonitors()
+        applyMachineActions()
     }
 
     func cancel(captureID: Int64) {
-        guard let index = captures.firstIndex(where: { $0.settings.uniqueID == captureID }) else { return }
-        let capture = captures.remove(at: index)
-        for slot in capture.heldSlots { returnSlot(slot) }
-        // Whatever the bracket set goes back to what was in force.
-        if capture.scheduler != nil { restoreBaseline() }
-        if index == 0, !captures.isEmpty { activate() }
+        guard waiters.captures.removeValue(forKey: captureID) != nil else { return }
+        machine.cancel(captureID, now: now())
+        topUp()
     }
 
     /// Lets the state machines see time pass: stalled locks, triggers and captures fail.
@@ -522,10 +512,61 @@ public actor CaptureSession {
     /// captures fail.
     func judge(at t: SensorTime) {
         if !locks.isEmpty { perform(locks.tick(now: t)) }
-        for w in triggers.tick(now: t) {
-            triggerWaiters.removeValue(forKey: w.id)?.resume(throwing: ShutterbugError(.timeout, "no frame exposed after \(w.instant) came back by \(w.deadline) (the camera's clock is now \(t))"))
+        machine.tick(now: t)
+        topUp()
+    }
+
+    /// How completions reach the session.
+    enum Delivery {
+        case none
+        /// A task of the session's awaits them (a camera without an event loop).
+        case pump(Task<Void, Never>)
+        /// The camera's loop hands each over between its jobs.
+        case direct
+        /// Stopped: a session runs once.
+        case ended
+    }
+
+    /// Whoever waits on the machines, by id.
+    struct Waiters {
+        var warmedUp: CheckedContinuation<Void, Never>?
+        var captures: [Int64: AsyncThrowingStream<CaptureEvent, any Error>.Continuation] = [:]
+        var locks: [Int: CheckedContinuation<SyncPoint, any Error>] = [:]
+        /// A lock's outcome that came before its waiter, kept for it.
+        var lockOutcomes: [Int: Result<SyncPoint, any Error>] = [:]
+        var triggers: [Int: CheckedContinuation<CapturedPhoto, any Error>] = [:]
+        private var lastID = 0
+
+        mutating func newID() -> Int {
+            lastID += 1
+            return lastID
         }
-        tickCaptures(now: t)
+    }
+
+    /// What the frames have shown: the counts, and the camera's time as they bring it.
+    struct FramesSeen {
+        var statistics = FrameStatistics()
+        /// The newest non-cancelled frame's sequence, for the dropped-frame count.
+        var lastCounted: UInt32?
+        /// The newest frame's `SensorTimestamp`: a gap after it on the camera's clock is judged.
+        var lastFrameTime: SensorTime?
+        /// While a frame of a camera that paces by demand is handled, its own time on the
+        /// camera's clock: what the machines count progress by. (In virtual time the camera's
+        /// clock may already be far past the frame: the simulated sensor runs ahead, over a
+        /// stall too.)
+        var frameTime: SensorTime?
+
+        mutating func count(_ c: CompletedRequest) {
+            switch c.status {
+            case .complete: statistics.frames += 1
+            case .startup: statistics.startup += 1
+            case .error: statistics.errors += 1
+            case .cancelled: return
+            }
+            let s = c.metadata.sequence
+            if let last = lastCounted, s > last &+ 1, s &- last < 1 << 20 { statistics.dropped += Int(s &- last &- 1) }
+            lastCounted = s
+        }
     }
 }
 

@@ -3,9 +3,8 @@ import ShutterbugCore
 /// What goes out with each request, as a pure value: the request slots (`SlotLedger`), the
 /// request numbers, controls asked for a chosen request and which request carried them,
 /// controls waiting for the next request (a configuration with the locks it carries, the
-/// restore after a capture), the warm-up frames still to come, and a triggered sensor's newest
-/// frame, kept for a capture registered after it came back. A capture's own controls come from
-/// its scheduler; these fill the requests between captures.
+/// restore after a capture), and the warm-up frames still to come. A capture's own controls
+/// come from the capture machine (`CaptureMachine`); these fill the requests between captures.
 public struct RequestFeeder: Sendable {
     /// Request slots beyond a bracket's photos, so the sensor never starves while photos are
     /// held: the pipeline depth.
@@ -19,14 +18,8 @@ public struct RequestFeeder: Sendable {
     /// The number the next request goes out with: 0 is the first after start.
     public private(set) var nextRequest: UInt64 = 0
     public private(set) var warmUpLeft = 0
-    /// Controls in force outside a capture, sent again to restore after one.
-    public var baseline = CameraControls()
     /// The controls the camera said it does not support, over every request so far.
     public private(set) var unsupported = ControlSet()
-    /// A sensor that makes frames only when triggered: its newest complete frame nobody took,
-    /// its slot held until the next comes or a capture takes it (the frame completes exposure
-    /// + readout after the edge, so a capture for that pulse may be asked for after it).
-    public private(set) var retained: CompletedRequest?
     private var scheduled: [UInt64: CameraControls] = [:]
     private var carried: [UInt64: UInt64] = [:]
     private var waiting = Ring<(controls: CameraControls, locks: [Int])>(capacity: 8)
@@ -79,9 +72,6 @@ public struct RequestFeeder: Sendable {
     /// Controls for the next request between captures, with the locks they carry.
     public mutating func enqueue(_ controls: CameraControls, locks: [Int] = []) { waiting.append((controls, locks)) }
 
-    /// The controls in force outside captures go out with the next request.
-    public mutating func restoreBaseline() { enqueue(baseline) }
-
     /// Which request's scheduled controls `request` carried, if it carried any (asked once).
     public mutating func carriedControls(_ request: UInt64) -> UInt64? {
         carried.isEmpty ? nil : carried.removeValue(forKey: request)
@@ -91,35 +81,13 @@ public struct RequestFeeder: Sendable {
         if !controls.isEmpty { unsupported.formUnion(controls) }
     }
 
-    /// A request came back with `holders` keeping its buffers. On a sensor that makes frames
-    /// only when triggered (`keepsNewest`), a complete frame nobody took is kept, its slot held,
-    /// in place of the one kept before. Returns the slot of the frame no longer kept, to give
-    /// back, and whether the warm-up just ended.
-    public mutating func completed(_ c: CompletedRequest, holders: Int, keepsNewest: Bool) -> (release: Int?, warmedUp: Bool) {
-        let keep = keepsNewest && c.status == .complete && holders == 0
-        ledger.completed(c.slot, holders: keep ? 1 : holders)
-        var release: Int?
-        if keepsNewest, c.status == .complete {
-            release = retained?.slot
-            retained = keep ? c : nil
-        }
-        let wasWarming = warmUpLeft > 0
-        if wasWarming, c.status != .startup { warmUpLeft -= 1 }
-        return (release, wasWarming && warmUpLeft == 0)
-    }
-
-    /// The kept frame, when its exposure began at or after `instant` (it is then no longer
-    /// kept: its slot's hold passes to the taker).
-    public mutating func takeRetained(exposedAfter instant: SensorTime) -> CompletedRequest? {
-        guard let r = retained, r.metadata.exposed(after: instant) else { return nil }
-        retained = nil
-        return r
-    }
-
-    /// Stops keeping the kept frame; its slot, to give back.
-    public mutating func dropRetained() -> Int? {
-        defer { retained = nil }
-        return retained?.slot
+    /// A request came back with `holders` keeping its buffers (none: its slot is spare
+    /// again). Returns whether the warm-up just ended.
+    public mutating func completed(_ c: CompletedRequest, holders: Int) -> Bool {
+        ledger.completed(c.slot, holders: holders)
+        guard warmUpLeft > 0 else { return false }
+        if c.status != .startup { warmUpLeft -= 1 }
+        return warmUpLeft == 0
     }
 
     /// One holder of `slot` let go; false when it was not held.

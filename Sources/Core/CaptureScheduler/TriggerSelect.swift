@@ -30,6 +30,12 @@ public struct TriggerSelect: Sendable {
         return waiters.remove(at: i)
     }
 
+    /// Every waiter, removed.
+    public mutating func removeAll() -> [Waiter] {
+        defer { waiters.removeAll() }
+        return waiters
+    }
+
     /// Waiters whose deadline passed; removed.
     public mutating func tick(now: SensorTime) -> [Waiter] {
         let expired = waiters.filter { now >= $0.deadline }

@@ -1,0 +1,604 @@
+import ShutterbugCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The capture queue as a pure state machine: captures (a photo or a bracket) in the order they
+/// were asked for, and trigger waiters; frames, requests and the camera's clock in, actions out
+/// (`takeActions`). The capture at the head meters, waits for its instant, phase-locks and
+/// brackets (`BracketScheduler`, `PhaseLock`); the rest wait their turn. "The first frame
+/// exposed after an instant" is one rule (`FrameMetadata.exposed(after:)`), judged here for a
+/// capture and for a trigger alike.
+///
+/// A frame is identified by what it carries, never by when it came: a photo is a frame whose
+/// metadata proves it is its step's, and the machine hands out nothing else. The session owns
+/// the continuations and the slots; the machine says which frame goes to whom
+/// (`Action.photo`, `.triggered`) and which slot it no longer holds (`.release`).
+public struct CaptureMachine: Sendable {
+    /// What the session does for the machine, in order.
+    public enum Action: Sendable {
+        /// The capture's plan (its `settingsResolved` event).
+        case resolved(capture: Int64, ResolvedPhotoSettings)
+        case exposureStarted(capture: Int64, SensorTime)
+        case exposureEnded(capture: Int64, SensorTime)
+        /// A step's frame, its slot held for the photo (one hold, given back by the consumer).
+        case photo(capture: Int64, step: ResolvedStep, frame: CompletedRequest)
+        /// The capture is complete: every step's photo was handed out.
+        case finished(capture: Int64, ResolvedPhotoSettings)
+        /// The capture ends with an error (the photos it had captured were handed out first,
+        /// unless the error is `.late`).
+        case failed(capture: Int64, ShutterbugError)
+        /// A hold the machine took on a slot ends.
+        case release(slot: Int)
+        /// What a bracket set goes back to what was in force (`baseline`).
+        case restoreBaseline
+        /// A trigger's frame, its slot held for the taker.
+        case triggered(trigger: Int, instant: SensorTime, frame: CompletedRequest)
+        case triggerFailed(trigger: Int, ShutterbugError)
+    }
+
+    /// Frames the AGC gets to settle before an EV bracket gives up.
+    public static let meteringFrameLimit = 90
+
+    /// The camera's timing in the configured mode.
+    public private(set) var timing: CameraTiming
+    /// What the camera's controls can do (ranges, a lens).
+    public let limits: ControlLimits
+    /// Requests kept queued ahead of the newest frame.
+    public let depth: Int
+    /// A sensor that makes frames only when triggered: its newest complete frame nobody took
+    /// is kept, its slot held, until the next comes or a capture or trigger takes it (the frame
+    /// completes exposure + readout after the edge, so the capture for that pulse may be asked
+    /// for after it came back).
+    public let keepsNewest: Bool
+    /// Controls in force outside captures: what a bracket restores.
+    public var baseline = CameraControls()
+    public private(set) var retained: CompletedRequest?
+    /// The newest complete frame's sequence.
+    public private(set) var lastSequence: UInt32?
+    private var recent = Ring<FrameMetadata>(capacity: 8)
+    private var captures: [Capture] = []
+    private var triggers = TriggerSelect()
+    private var actions: [Action] = []
+    /// The camera's clock at the call being handled (for a frame of a camera that paces by
+    /// demand, ahead of the frame's own time): a capture activated then counts its progress
+    /// from it.
+    private var clock = SensorTime(nanoseconds: 0)
+
+    public init(timing: CameraTiming, limits: ControlLimits, depth: Int = RequestFeeder.pipelineDepth, keepsNewest: Bool = false) {
+        self.timing = timing
+        self.limits = limits
+        self.depth = depth
+        self.keepsNewest = keepsNewest
+    }
+
+    /// One capture in the queue.
+    struct Capture: Sendable {
+        enum Phase: Sendable {
+            /// Waiting for auto-exposure to settle before an EV bracket is converted.
+            case metering
+            case bracketing
+            /// A single photo: the first frame after this one.
+            case single(after: UInt32?)
+            /// A bracket exposed after a trigger waits until its requests would land after it.
+            case waitingForInstant(SensorTime)
+            /// A phase-locked bracket: pre-roll frames planned so its first step starts at the
+            /// instant; the bracket takes over when the lock says.
+            case phaseLocking
+            case done
+        }
+
+        let settings: PhotoSettings
+        var phase = Phase.metering
+        var scheduler: BracketScheduler?
+        /// Phase-locked brackets: the lock (from when its pre-roll starts) and the steps
+        /// planned then.
+        var lock: PhaseLock?
+        var lockedPlan: [(ResolvedStep, BracketScheduler.Step)] = []
+        var resolved: ResolvedPhotoSettings
+        /// Photos by step, held until every step is captured (AVFoundation delivers them after
+        /// "exposure ended").
+        var photos: [Int: (CompletedRequest, ResolvedStep)] = [:]
+        var exposureStartSent = false
+        /// Metering and single photos: when a frame last came, and how many were metered, so a
+        /// stalled camera or an AGC that never settles fails the capture instead of hanging it.
+        var lastProgress: SensorTime?
+        var meteredFrames = 0
+
+        var id: Int64 { settings.uniqueID }
+
+        init(_ settings: PhotoSettings) {
+            self.settings = settings
+            resolved = ResolvedPhotoSettings(uniqueID: settings.uniqueID, steps: [], adjustments: [])
+        }
+    }
+
+    // MARK: State
+
+    /// What the session is to do, oldest first; emptied.
+    public mutating func takeActions() -> [Action] {
+        guard !actions.isEmpty else { return [] }
+        defer { actions.removeAll() }
+        return actions
+    }
+
+    public var hasActions: Bool { !actions.isEmpty }
+    public var hasCaptures: Bool { !captures.isEmpty }
+    public var hasTriggers: Bool { !triggers.isEmpty }
+    /// Nothing waits on frames.
+    public var isIdle: Bool { captures.isEmpty && triggers.isEmpty }
+    /// The newest complete frame's metadata.
+    public var newest: FrameMetadata? { recent.last }
+    /// The newest complete frames, oldest first (at most six).
+    public var recentFrames: [FrameMetadata] {
+        var copy = recent
+        return copy.removeAll()
+    }
+
+    /// Whether requests between captures may carry other controls: no bracket is planning them
+    /// (a bracket's requests between its steps repeat its own).
+    public var isBetweenCaptures: Bool {
+        guard let s = captures.first?.scheduler else { return true }
+        return s.isFinished
+    }
+
+    public mutating func configure(timing: CameraTiming) { self.timing = timing }
+
+    // MARK: Inputs
+
+    /// Queues a capture (checked beforehand); the head starts at once.
+    public mutating func add(_ settings: PhotoSettings, now: SensorTime) {
+        clock = now
+        captures.append(Capture(settings))
+        if captures.count == 1 { activate(now: now) }
+    }
+
+    /// Drops a capture (its consumer went away): what it held goes back, and what a bracket
+    /// set is restored.
+    public mutating func cancel(_ id: Int64, now: SensorTime) {
+        clock = now
+        guard let index = captures.firstIndex(where: { $0.id == id }) else { return }
+        let capture = captures.remove(at: index)
+        for (r, _) in capture.photos.values { actions.append(.release(slot: r.slot)) }
+        if capture.scheduler != nil { actions.append(.restoreBaseline) }
+        if index == 0, !captures.isEmpty { activate(now: now) }
+    }
+
+    /// Waits for the first frame exposed at or after `instant`, until `deadline` on the
+    /// camera's clock. Returns the kept frame when it is that frame (its hold passes to the
+    /// caller); otherwise the frame comes as `.triggered`.
+    public mutating func addTrigger(id: Int, exposedAfter instant: SensorTime, deadline: SensorTime) -> CompletedRequest? {
+        if let r = takeRetained(exposedAfter: instant) { return r }
+        triggers.add(id: id, exposedAfter: instant, deadline: deadline)
+        return nil
+    }
+
+    /// Stops keeping the kept frame; its slot, to give back.
+    public mutating func dropRetained() -> Int? {
+        defer { retained = nil }
+        return retained?.slot
+    }
+
+    /// A completed request, with `otherHolders` (sinks) keeping its buffers besides. Returns the
+    /// holds the machine took on its slot (a trigger's, a capture's, the kept frame's).
+    ///
+    /// - Parameters:
+    ///   - now: the time progress is counted by (the frame's own, for a camera that paces by
+    ///     demand).
+    ///   - clock: the camera's clock now, when ahead of `now`.
+    public mutating func frame(_ c: CompletedRequest, now: SensorTime, clock: SensorTime? = nil, otherHolders: Int = 0) -> Int {
+        self.clock = clock ?? now
+        let m = c.metadata
+        if c.status == .complete {
+            recent.append(m, keepingAtMost: 6)
+            lastSequence = m.sequence
+        }
+        var holders = 0
+        if !triggers.isEmpty, let w = triggers.complete(status: c.status, metadata: m) {
+            actions.append(.triggered(trigger: w.id, instant: w.instant, frame: c))
+            holders += 1
+        }
+        if !captures.isEmpty, judge(c, now: now) { holders += 1 }
+        if keepsNewest, c.status == .complete {
+            // The newest frame nobody took waits for a capture registered late; the one it
+            // replaces goes back.
+            if let old = retained { actions.append(.release(slot: old.slot)) }
+            retained = holders + otherHolders == 0 ? c : nil
+            if retained != nil { holders += 1 }
+        }
+        return holders
+    }
+
+    /// The controls request `cookie` carries for the head capture (nil: none of its own), its
+    /// pairing being the frame after the newest, past `queued` requests in flight.
+    public mutating func controls(forRequest cookie: UInt64, queued: Int, now: SensorTime, clock: SensorTime? = nil) -> CameraControls? {
+        guard !captures.isEmpty else { return nil }
+        self.clock = clock ?? now
+        if case .phaseLocking = captures[0].phase, let c = phaseLockControls(cookie: cookie, queued: queued, now: now) {
+            // A phase-locked bracket's pre-roll, or its first step.
+            return c
+        }
+        guard !captures.isEmpty, captures[0].scheduler != nil else { return nil }
+        return captures[0].scheduler!.controls(forRequest: cookie)
+    }
+
+    /// Lets the machine see the camera's clock at `t`: stalled triggers and captures fail.
+    public mutating func tick(now t: SensorTime) {
+        clock = t
+        for w in triggers.tick(now: t) {
+            actions.append(.triggerFailed(trigger: w.id, ShutterbugError(.timeout, "no frame exposed after \(w.instant) came back by \(w.deadline) (the camera's clock is now \(t))")))
+        }
+        guard !captures.isEmpty else { return }
+        switch captures[0].phase {
+        case .bracketing:
+            guard var s = captures[0].scheduler else { return }
+            let out = s.tick(now: t)
+            captures[0].scheduler = s
+            // The first failure ends the capture (a second would be the next capture's).
+            for case .failed(_, let reason) in out {
+                fail(ShutterbugError(.timeout, reason), now: t)
+                return
+            }
+        case .metering, .single, .waitingForInstant, .phaseLocking:
+            let period = recent.last?.frameDuration ?? timing.everyFramePeriod
+            let limit = max(.seconds(2), period * 10)
+            guard let last = captures[0].lastProgress, t - last > limit else { return }
+            let what = if case .metering = captures[0].phase { "metering for the EV bracket" } else { "the photo" }
+            fail(ShutterbugError(.timeout, "\(what) timed out: no frame came back for \(((t - last).secondsValue * 10).rounded() / 10) s (limit \(limit.secondsValue) s); the camera stalled"), now: t)
+        case .done:
+            return
+        }
+    }
+
+    /// Every capture and trigger fails with `error` (the session stopped or failed).
+    public mutating func failAll(_ error: ShutterbugError) {
+        for capture in captures {
+            for (r, _) in capture.photos.values { actions.append(.release(slot: r.slot)) }
+            actions.append(.failed(capture: capture.id, error))
+        }
+        captures.removeAll()
+        for w in triggers.removeAll() { actions.append(.triggerFailed(trigger: w.id, error)) }
+    }
+
+    // MARK: Planning
+
+    /// Adjusts a requested exposure and gain to the sensor, explaining each change.
+    public func adjust(exposure: Duration, gain: Double, what: String) -> (StepTarget, [String]) {
+        var notes: [String] = []
+        var e = exposure, g = gain
+        let er = timing.exposureRange, gr = timing.gainRange
+        // Out of range by more than rounding noise (an EV plan's 0.9999999 is not worth a
+        // notice): clamp and say so, with enough digits that the two numbers differ.
+        let clampedE = min(max(e, er.lowerBound), er.upperBound)
+        if abs((clampedE - e).nanosecondsValue) > 1 {
+            notes.append("\(what): exposure \(e.exposureDescription) adjusted to \(clampedE.exposureDescription) (sensor range \(er.lowerBound.microsecondsValue.rounded()) µs to \(er.upperBound.millisecondsDescription))")
+        }
+        e = clampedE
+        let clampedG = min(max(g, gr.lowerBound), gr.upperBound)
+        if abs(clampedG - g) > 1e-6 * clampedG {
+            let (from, to) = String.distinct(g, clampedG)
+            notes.append("\(what): gain \(from) adjusted to \(to) (sensor range \(String(format2: gr.lowerBound)) to \(String(format2: gr.upperBound)))")
+        }
+        g = clampedG
+        // Whole lines, so the target is what the sensor will report.
+        return (StepTarget(exposure: timing.quantise(e), gain: g), notes)
+    }
+
+    /// Two steps the frames' metadata cannot tell apart would get each other's frames and
+    /// still report success; unless the camera names each frame's request
+    /// (`ControlListSequence`), such a bracket is refused when it is planned.
+    public func ambiguity(_ targets: [StepTarget]) -> String? {
+        guard recent.last?.controlListSequence == nil,
+              let (i, j) = StepTarget.firstAmbiguousPair(targets, lineTime: timing.lineTime) else { return nil }
+        return "steps \(i + 1) (\(targets[i])) and \(j + 1) (\(targets[j])) cannot be told apart by the frames' metadata (exposure within one line, \(Int(timing.lineTime.microsecondsValue.rounded())) µs, gain within \(Int(StepTarget.gainTolerance * 100))%); make them differ by more, or give them the same value"
+    }
+
+    /// Controls for an exposure step: both manual (applied at once, no AGC filter), white
+    /// balance fixed (at `whiteBalance`, or at what it is now), and a frame duration that fits
+    /// the exposure exactly.
+    public func exposureStep(_ target: StepTarget, whiteBalance: ColourGains? = nil) -> BracketScheduler.Step {
+        let fd = timing.framePeriod(for: target.exposure!)
+        var c = CameraControls.manualExposure(target.exposure!, gain: Gain(target.gain!))
+        c.frameDurationLimits = fd...fd
+        if limits.supported.contains(.colourGains), let g = whiteBalance ?? recent.last?.colourGains {
+            c.awbEnabled = false
+            c.colourGains = g
+        }
+        return BracketScheduler.Step(controls: c, target: target)
+    }
+
+    /// Whether requests queued now would land on frames exposed after `instant`: the newest
+    /// frame, plus the requests already queued ahead of them, plus the earliest landing,
+    /// less the first step's exposure, reaches past it. Planned any later, the bracket would
+    /// begin frames after the instant; any earlier, its first frame could be exposed before it.
+    func requestsLandAfter(_ instant: SensorTime, exposure: Duration = .zero) -> Bool {
+        guard let m = recent.last, let ts = m.sensorTimestamp else { return false }
+        let period = m.frameDuration ?? timing.everyFramePeriod
+        return ts + period * (depth + timing.landingOffsets.lowerBound) - exposure >= instant
+    }
+
+    /// The first step's exposure, for `requestsLandAfter`: the longest a manual bracket could
+    /// start with (zero for other captures, which meter or focus first).
+    static func firstExposure(_ settings: PhotoSettings) -> Duration {
+        if case .manualExposure(let steps)? = settings.bracket { return steps.map(\.duration).max() ?? .zero }
+        return .zero
+    }
+
+    /// Starts the capture at the head of the queue.
+    private mutating func activate(now: SensorTime) {
+        guard !captures.isEmpty else { return }
+        captures[0].lastProgress = clock
+        let settings = captures[0].settings
+        if settings.phaseLocked, case .manualExposure? = settings.bracket {
+            captures[0].phase = .phaseLocking
+            return
+        }
+        if settings.bracket != nil, let instant = settings.exposedAfter, !requestsLandAfter(instant, exposure: Self.firstExposure(settings)) {
+            captures[0].phase = .waitingForInstant(instant)
+            return
+        }
+        plan(now: now)
+    }
+
+    /// Plans the head capture: a single photo, metering, or a bracket.
+    private mutating func plan(now: SensorTime) {
+        let settings = captures[0].settings
+        switch settings.bracket {
+        case nil:
+            captures[0].phase = .single(after: lastSequence)
+            captures[0].resolved.steps = [ResolvedStep(index: 0, requested: "the settings in force", planned: StepTarget())]
+            actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
+            // A triggered sensor's frame for this instant may have come back before the
+            // capture was asked for: it was kept, and is the photo (its slot's hold passes
+            // from the kept frame to the photo).
+            if let instant = settings.exposedAfter, let r = takeRetained(exposedAfter: instant) {
+                captures[0].phase = .single(after: nil)
+                if !judge(r, now: now) { actions.append(.release(slot: r.slot)) }
+            }
+        case .exposureBias?:
+            captures[0].phase = .metering
+        case .manualExposure?:
+            let planned = manualSteps()
+            begin(planned, now: now)
+        case .lensPositions(let lenses)?:
+            let range = limits.lensPosition ?? 0...15
+            var planned: [(ResolvedStep, BracketScheduler.Step)] = []
+            for (i, l) in lenses.enumerated() {
+                let v = min(max(l.value, range.lowerBound), range.upperBound)
+                if v != l.value { captures[0].resolved.adjustments.append("step \(i + 1): lens \(l) adjusted to \(Dioptres(v))") }
+                let target = StepTarget(lens: v)
+                planned.append((ResolvedStep(index: i, requested: "\(l)", planned: target),
+                                BracketScheduler.Step(controls: CameraControls(afMode: .manual, lensPosition: Dioptres(v)), target: target)))
+            }
+            begin(planned, now: now)
+        }
+    }
+
+    /// The head's manual-exposure steps, fitted to the sensor (the adjustments recorded).
+    private mutating func manualSteps() -> [(ResolvedStep, BracketScheduler.Step)] {
+        guard case .manualExposure(let steps)? = captures[0].settings.bracket else { return [] }
+        var planned: [(ResolvedStep, BracketScheduler.Step)] = []
+        for (i, s) in steps.enumerated() {
+            let (target, notes) = adjust(exposure: s.duration, gain: s.gain.value, what: "step \(i + 1)")
+            captures[0].resolved.adjustments += notes
+            planned.append((ResolvedStep(index: i, requested: "\(s.duration.exposureDescription) gain \(String(format2: s.gain.value))", planned: target),
+                            exposureStep(target, whiteBalance: captures[0].settings.whiteBalance)))
+        }
+        return planned
+    }
+
+    /// The controls the next request carries for a phase-locked head capture (nil: a filler),
+    /// handing over to its bracket when the lock says.
+    private mutating func phaseLockControls(cookie: UInt64, queued: Int, now: SensorTime) -> CameraControls? {
+        guard case .phaseLocking = captures[0].phase, let instant = captures[0].settings.exposedAfter else { return nil }
+        // The request pairs with the frame after the newest, past those already in flight.
+        let pairing = Int64(lastSequence ?? 0) + Int64(queued)
+        if captures[0].lock == nil {
+            // Planned now, not when the capture was queued: the white balance is the
+            // latest, as for any bracket.
+            let planned = manualSteps()
+            if let reason = ambiguity(planned.map(\.1.target)) {
+                fail(ShutterbugError(.invalidArgument, reason), now: now)
+                return nil
+            }
+            captures[0].lockedPlan = planned
+            captures[0].lock = PhaseLock(instant: instant, step: planned[0].1, timing: timing, depth: depth)
+        }
+        switch captures[0].lock!.request(cookie: cookie, pairing: pairing, newest: recent.last) {
+        case .filler:
+            return nil
+        case .preroll(let c):
+            return c
+        case .handOver:
+            begin(captures[0].lockedPlan, now: now, checked: true)
+            return captures[0].scheduler?.controls(forRequest: cookie)
+        }
+    }
+
+    private mutating func begin(_ planned: [(ResolvedStep, BracketScheduler.Step)], now: SensorTime, checked: Bool = false) {
+        if !checked, let reason = ambiguity(planned.map(\.1.target)) {
+            fail(ShutterbugError(.invalidArgument, reason), now: now)
+            return
+        }
+        captures[0].resolved.steps = planned.map(\.0)
+        captures[0].scheduler = BracketScheduler(steps: planned.map(\.1), restore: baseline, timing: timing, now: now, notBefore: captures[0].settings.exposedAfter,
+                                                 firstStepPrerolled: captures[0].lock != nil)
+        captures[0].phase = .bracketing
+        actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
+    }
+
+    // MARK: Judging frames
+
+    /// Judges a completed frame for the head capture; true when the capture keeps the frame.
+    private mutating func judge(_ c: CompletedRequest, now: SensorTime) -> Bool {
+        switch captures[0].phase {
+        case .done:
+            return false
+        case .single(let after):
+            captures[0].lastProgress = now
+            guard c.status == .complete, after.map({ c.metadata.sequence > $0 }) ?? true else { return false }
+            if let instant = captures[0].settings.exposedAfter {
+                guard c.metadata.exposed(after: instant) else { return false }
+            }
+            if failedLate(c, now: now) { return false }
+            captures[0].resolved.steps[0].actual = c.metadata
+            captures[0].photos[0] = (c, captures[0].resolved.steps[0])
+            complete(now: now)
+            return true
+        case .waitingForInstant(let instant):
+            captures[0].lastProgress = now
+            if requestsLandAfter(instant, exposure: Self.firstExposure(captures[0].settings)) { plan(now: now) }
+            return false
+        case .phaseLocking:
+            captures[0].lastProgress = now
+            captures[0].lock?.observe(cookie: c.cookie, status: c.status, metadata: c.metadata)
+            return false
+        case .metering:
+            captures[0].lastProgress = now
+            captures[0].meteredFrames += 1
+            if captures[0].meteredFrames > Self.meteringFrameLimit {
+                let last = recent.last.map { "\($0.exposureTime?.exposureDescription ?? "-") at gain \(String(format2: $0.totalGain?.value ?? 0))" } ?? "-"
+                fail(ShutterbugError(.timeout, "auto exposure did not settle in \(Self.meteringFrameLimit) frames (last: \(last)); an EV bracket needs the metered exposure to hold still for three frames"), now: now)
+                return false
+            }
+            meter(now: now)
+            return false
+        case .bracketing:
+            return bracket(c, now: now)
+        }
+    }
+
+    /// Auto-exposure has settled when the last three frames' total exposures agree within 1%.
+    private mutating func meter(now: SensorTime) {
+        guard case .exposureBias(let biases)? = captures[0].settings.bracket else { return }
+        let frames = recentFrames
+        let totals = frames.suffix(3).compactMap { m -> Double? in
+            guard let e = m.exposureTime, let g = m.totalGain else { return nil }
+            return e.secondsValue * g.value
+        }
+        guard totals.count == 3, let lo = totals.min(), let hi = totals.max(), hi <= lo * 1.01, let base = frames.last else { return }
+        let total = totals.last!
+        captures[0].resolved.meteredExposure = base.exposureTime
+        captures[0].resolved.meteredGain = base.totalGain?.value
+        // Exposure first, up to what fits the every-frame period; then gain.
+        let exposureLimit = timing.everyFramePeriod - timing.margin
+        var planned: [(ResolvedStep, BracketScheduler.Step)] = []
+        for (i, ev) in biases.enumerated() {
+            let t = total * pow(2.0, ev)
+            let minGain = timing.gainRange.lowerBound
+            var e = min(Duration.seconds(exactly: t / minGain), max(exposureLimit, timing.exposureRange.lowerBound))
+            var g = t / e.secondsValue
+            if g > timing.gainRange.upperBound {
+                // Out of gain: lengthen the exposure (and the frame) instead.
+                g = timing.gainRange.upperBound
+                e = .seconds(exactly: t / g)
+            }
+            let (target, notes) = adjust(exposure: e, gain: g, what: "step \(i + 1) (\(ev >= 0 ? "+" : "")\(ev) EV)")
+            captures[0].resolved.adjustments += notes
+            planned.append((ResolvedStep(index: i, requested: "\(ev >= 0 ? "+" : "")\(ev) EV", planned: target),
+                            exposureStep(target, whiteBalance: captures[0].settings.whiteBalance)))
+        }
+        begin(planned, now: now)
+    }
+
+    private mutating func bracket(_ c: CompletedRequest, now: SensorTime) -> Bool {
+        guard var s = captures[0].scheduler else { return false }
+        captures[0].lock?.observe(cookie: c.cookie, status: c.status, metadata: c.metadata)
+        let out = s.complete(cookie: c.cookie, requestSequence: c.requestSequence, status: c.status, metadata: c.metadata, now: now)
+        captures[0].scheduler = s
+        var keep = false
+        for a in out {
+            switch a {
+            case .photo(let step):
+                // The first step's frame decides whether the capture is on time; a late one is
+                // not kept (its slot goes back through the ledger as unheld).
+                if step == 0, failedLate(c, now: now) { return false }
+                captures[0].resolved.steps[step].actual = c.metadata
+                captures[0].photos[step] = (c, captures[0].resolved.steps[step])
+                keep = true
+                if !captures[0].exposureStartSent, let start = c.metadata.exposureStart {
+                    captures[0].exposureStartSent = true
+                    actions.append(.exposureStarted(capture: captures[0].id, start))
+                }
+            case .discard(let sequence, let reason):
+                captures[0].resolved.discarded.append(DiscardedFrame(sequence: sequence, reason: reason.description,
+                                                                     metadata: sequence == c.metadata.sequence ? c.metadata : nil))
+            case .retry:
+                captures[0].resolved.retries += 1
+            case .finished:
+                complete(now: now)
+                return keep
+            case .failed(_, let reason):
+                fail(ShutterbugError(.timeout, reason), now: now)
+                return keep
+            }
+        }
+        return keep
+    }
+
+    /// Fails the head with `.late` when `c`, its first photo's frame, began after the latest
+    /// start the settings allow. The frames held for other steps go back.
+    private mutating func failedLate(_ c: CompletedRequest, now: SensorTime) -> Bool {
+        let settings = captures[0].settings
+        guard let latest = settings.exposedBefore, let start = c.metadata.earliestExposureStart, start > latest else { return false }
+        let after = settings.exposedAfter.map { " (\((start - $0).millisecondsDescription) after the instant)" } ?? ""
+        fail(ShutterbugError(.late, "the first exposure would begin at \(start)\(after), later than the latest start allowed, \(latest): not taken"), now: now)
+        return true
+    }
+
+    /// Hands the head's held photos out in step order.
+    private mutating func deliverHeldPhotos() {
+        for key in captures[0].photos.keys.sorted() {
+            let (request, step) = captures[0].photos[key]!
+            actions.append(.photo(capture: captures[0].id, step: step, frame: request))
+        }
+        captures[0].photos.removeAll()
+    }
+
+    /// Every step is captured: exposure ended, photos in step order, finished. The next capture
+    /// begins at once, while these photos are still held.
+    private mutating func complete(now: SensorTime) {
+        // What the bracket set goes back to what was in force, even where the restore was
+        // still to go out (a focus bracket plans it after its last step).
+        if captures[0].scheduler?.hasPlannedRequests == true { actions.append(.restoreBaseline) }
+        let ordered = captures[0].photos.keys.sorted().map { captures[0].photos[$0]! }
+        if let lock = captures[0].lock, let instant = captures[0].settings.exposedAfter {
+            captures[0].resolved.phaseLock = lock.report(firstStart: ordered.first?.0.metadata.exposureStart, instant: instant)
+        }
+        let id = captures[0].id
+        if !captures[0].exposureStartSent, let start = ordered.first?.0.metadata.exposureStart {
+            actions.append(.exposureStarted(capture: id, start))
+        }
+        if let last = ordered.map(\.0.metadata).max(by: { $0.sequence < $1.sequence }), let ts = last.sensorTimestamp {
+            actions.append(.exposureEnded(capture: id, ts + timing.readoutTime))
+        }
+        deliverHeldPhotos()
+        captures[0].phase = .done
+        actions.append(.finished(capture: id, captures[0].resolved))
+        captures.removeFirst()
+        if !captures.isEmpty { activate(now: now) }
+    }
+
+    /// Ends the head with `error`. The steps it already captured are handed out first, in step
+    /// order (each frame proven to be its step's), so a bracket that fails part-way loses
+    /// nothing it captured; the consumer sees them, then the error. A late capture's frames go
+    /// back unseen.
+    private mutating func fail(_ error: ShutterbugError, now: SensorTime) {
+        if case .bracketing = captures[0].phase, error.code != .late {
+            deliverHeldPhotos()
+        }
+        for (r, _) in captures[0].photos.values { actions.append(.release(slot: r.slot)) }
+        let id = captures.removeFirst().id
+        actions.append(.failed(capture: id, error))
+        if !captures.isEmpty { activate(now: now) }
+    }
+
+    private mutating func takeRetained(exposedAfter instant: SensorTime) -> CompletedRequest? {
+        guard let r = retained, r.metadata.exposed(after: instant) else { return nil }
+        retained = nil
+        return r
+    }
+}
