@@ -273,10 +273,17 @@ public final class TriggerJob: Service, Sendable {
                 switch a {
                 case .capture(let t):
                     unfinished += 1
-                    let registered = handled ?? {}
+                    let ack = handled ?? {}
                     handled = nil
+                    // Virtual time: the feeder pulls no frame while a capture is under way, from
+                    // its start until the loop has taken the news that its frames are in (and
+                    // started what waited): the capture's own frames move the camera's clock,
+                    // and the work between (the writer reserving memory and a number, events
+                    // passed on through tasks) takes no time on it, as it takes next to none in
+                    // real time. Else the frames ran ahead of a trigger that waited.
+                    copies.enter()
                     Task {
-                        let result = await self.capture(t, registered: registered,
+                        let result = await self.capture(t, registered: ack,
                                                         framesCaptured: { wake.yield(.framesCaptured(t)) })
                         wake.yield(.finished(t, result))
                     }
@@ -317,6 +324,8 @@ public final class TriggerJob: Service, Sendable {
                 if external { break }
                 framesDone.insert(t.sequence)
                 captureOver(t, failed: false)
+                // The news is taken (and what waited started): the feeder may pull frames again.
+                copies.leave()
             case .finished(let t, let result):
                 unfinished -= 1
                 switch result {
@@ -331,6 +340,7 @@ public final class TriggerJob: Service, Sendable {
                 // A capture that failed before its frames were in ends the queue's capture now.
                 if framesDone.remove(t.sequence) == nil {
                     captureOver(t, failed: { if case .failure = result { return true } else { return false } }())
+                    copies.leave()
                 }
             case .stop:
                 changed = false
@@ -342,6 +352,8 @@ public final class TriggerJob: Service, Sendable {
             if (stopping != nil || sourceEnded) && q.busy == nil && unfinished == 0 { break loop }
         }
         feeder.cancel()
+        // Holds whose news the loop will not take now: a feeder waiting on them ends.
+        copies.reset()
         h.stop()
         h.close()
         q.lostBySource(h.kernelLost())
@@ -355,7 +367,7 @@ public final class TriggerJob: Service, Sendable {
     /// on CLOCK_MONOTONIC too; in virtual time only the lag to exposure start (on the camera's
     /// clock) means something. The busy line is held from the start until the capture's frames
     /// are all captured (or it fails).
-    private func capture(_ t: Trigger, registered: @Sendable () -> Void, framesCaptured: @Sendable () -> Void) async -> Result<Captured, ShutterbugError> {
+    private func capture(_ t: Trigger, registered: @escaping @Sendable () -> Void, framesCaptured: @Sendable () -> Void) async -> Result<Captured, ShutterbugError> {
         let settings = PhotoSettings(bracket: options.bracket, formats: options.formats, trigger: t)
         let frames = options.bracket?.count ?? 1
         let realTime = !camera.pacesByDemand
@@ -364,13 +376,12 @@ public final class TriggerJob: Service, Sendable {
         var firstStart: SensorTime?, delivered: SensorTime?
         var held: ContinuousClock.Instant?
         var announced = false
-        /// The session holds the capture once it resolved its settings (or it is over).
-        var isRegistered = false
-        func sessionHoldsIt() {
-            guard !isRegistered else { return }
-            isRegistered = true
-            registered()
-        }
+        /// The session holds the capture once it is in its queue (or it is over): said once.
+        /// Not at its resolved settings, which an EV bracket has only after metering: the
+        /// feeder would hold the next trigger back while the bracket's frames ran on, and a
+        /// trigger that came while it was busy would find it idle.
+        let holds = Once(registered)
+        func sessionHoldsIt() { holds.run() }
         defer { sessionHoldsIt() }
         /// Its frames are all exposed and being copied (real time, no time at all on a virtual
         /// clock): the virtual-time feeder takes no further frame until they are in.
@@ -411,7 +422,7 @@ public final class TriggerJob: Service, Sendable {
                 held = ContinuousClock.now
             }
             defer { framesIn() }
-            for try await e in await OutputEvent.capture(settings, on: session, writer: writer) {
+            for try await e in await OutputEvent.capture(settings, on: session, writer: writer, queued: { holds.run() }) {
                 observe?(e)
                 switch e {
                 case .settingsResolved(let r):
@@ -436,6 +447,13 @@ public final class TriggerJob: Service, Sendable {
     }
 }
 
+/// A closure run once, whoever calls first.
+final class Once: Sendable {
+    private let body: Mutex<(@Sendable () -> Void)?>
+    init(_ body: @escaping @Sendable () -> Void) { self.body = Mutex(body) }
+    func run() { body.withLock { b in defer { b = nil }; return b }?() }
+}
+
 /// A count of things under way, and waiting until there are none.
 final class Gate: Sendable {
     private let state = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
@@ -444,8 +462,19 @@ final class Gate: Sendable {
 
     func leave() {
         let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.count -= 1
+            // (Not below none: after `reset`, the holds of captures still under way end too.)
+            s.count = max(0, s.count - 1)
             guard s.count == 0 else { return [] }
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for w in ready { w.resume() }
+    }
+
+    /// Nothing is under way any more (the job ended): every waiter goes on.
+    func reset() {
+        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.count = 0
             defer { s.waiters = [] }
             return s.waiters
         }

@@ -56,9 +56,16 @@ extension OutputEvent {
     /// one without. Without a writer the events are mapped as the caller reads them, in the
     /// caller's task: no task in between, so they come exactly when the session's own would
     /// (a virtual-time trigger job's feeder depends on when a capture's frames are seen).
-    public static func capture(_ settings: PhotoSettings, on session: CaptureSession, writer: PhotoFileWriter?) async -> OutputEvents {
-        if let writer { return OutputEvents(.written(writer.capture(settings, on: session))) }
-        return OutputEvents(.captured(await session.capture(settings)))
+    ///
+    /// - Parameter queued: called once the session has the capture in its queue (with a writer,
+    ///   after the writer has reserved its memory and number): from then on every frame the
+    ///   camera makes is judged for it. Not called when the capture fails before.
+    public static func capture(_ settings: PhotoSettings, on session: CaptureSession, writer: PhotoFileWriter?,
+                               queued: (@Sendable () -> Void)? = nil) async -> OutputEvents {
+        if let writer { return OutputEvents(.written(writer.capture(settings, on: session, queued: queued))) }
+        let events = await session.capture(settings)
+        queued?()
+        return OutputEvents(.captured(events))
     }
 }
 
@@ -199,11 +206,12 @@ public final class PhotoFileWriter: Sendable {
     /// when the capture would eat into the reserve) and waits for room in the pool.
     /// `number`: the capture's number, when the caller took it already (a timelapse journals
     /// it before any file is written); by default the directory's next.
-    public func capture(_ settings: PhotoSettings, on session: CaptureSession, number: Int? = nil) -> AsyncThrowingStream<OutputEvent, any Error> {
+    public func capture(_ settings: PhotoSettings, on session: CaptureSession, number: Int? = nil,
+                        queued: (@Sendable () -> Void)? = nil) -> AsyncThrowingStream<OutputEvent, any Error> {
         let (stream, out) = AsyncThrowingStream<OutputEvent, any Error>.makeStream()
         let task = Task {
             do {
-                try await self.run(settings, session: session, number: number, out: out)
+                try await self.run(settings, session: session, number: number, queued: queued, out: out)
             } catch {
                 out.finish(throwing: error)
             }
@@ -212,7 +220,8 @@ public final class PhotoFileWriter: Sendable {
         return stream
     }
 
-    private func run(_ settings: PhotoSettings, session: CaptureSession, number given: Int?, out: AsyncThrowingStream<OutputEvent, any Error>.Continuation) async throws {
+    private func run(_ settings: PhotoSettings, session: CaptureSession, number given: Int?, queued: (@Sendable () -> Void)?,
+                     out: AsyncThrowingStream<OutputEvent, any Error>.Continuation) async throws {
         try check(settings.formats)
         let steps = max(settings.bracket?.count ?? 1, 1)
         let (memory, disk) = footprint(settings.formats)
@@ -238,7 +247,9 @@ public final class PhotoFileWriter: Sendable {
         // captured, and its sidecar says which are missing; then the stream throws.
         var failure: ShutterbugError?
         do {
-            for try await event in await session.capture(settings) {
+            let events = await session.capture(settings)
+            queued?()
+            for try await event in events {
                 switch event {
                 case .settingsResolved(let r):
                     planned = r
