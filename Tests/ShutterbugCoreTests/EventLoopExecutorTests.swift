@@ -1,3 +1,4 @@
+import Dispatch
 import ShutterbugCore
 import ShutterbugPosix
 import Synchronization
@@ -95,6 +96,30 @@ struct EventLoopExecutorTests {
         #expect(after.sourceEvents - before.sourceEvents == 500)
         #expect(after.jobsFromOtherThreads - before.jobsFromOtherThreads <= 2, "only the call in and nothing per completion: \(before) -> \(after)")
         #expect(after.wakes - before.wakes <= 2, "\(before) -> \(after)")
+        loop.removeSource()
+    }
+
+    @Test("a wake that lands after the thread woke for its source leaves no spin: idle, the thread waits (it came back at once, over and over, at 100% of a core)")
+    func noSpinAfterARacingWake() async throws {
+        let loop = EventLoopExecutor(name: "test-loop")
+        let pipe = Pipe()
+        loop.setSource(fd: pipe.read) { pipe.drain() }
+        // A source event and a wake from another thread, together, many times over: now and
+        // then the thread wakes for the source between a caller marking it woken and the
+        // caller's signal.
+        DispatchQueue.concurrentPerform(iterations: 2) { side in
+            for _ in 0..<20_000 {
+                if side == 0 { pipe.signal() } else { loop.execute {} }
+            }
+        }
+        // Everything before has run once this has.
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in loop.execute { c.resume() } }
+        // Idle now. The window is what is measured (not a wait for anything): a waiting thread
+        // comes back from its wait once, for the last wake, or not at all.
+        let before = loop.statistics.waitsEnded
+        try await Task.sleep(for: .milliseconds(200))
+        let after = loop.statistics.waitsEnded
+        #expect(after - before <= 2, "the idle thread came back from its wait \(after - before) times in 200 ms")
         loop.removeSource()
     }
 

@@ -87,6 +87,9 @@ public final class EventLoopExecutor: CameraEventLoop, TaskExecutor, @unchecked 
         public var wakes = 0
         /// Times the source's handler ran.
         public var sourceEvents = 0
+        /// Times the thread came back from waiting (for a wake, the source, or nothing: a
+        /// wait that returns at once over and over is a thread spinning).
+        public var waitsEnded = 0
     }
 
     public var statistics: Statistics { loop.statistics }
@@ -253,14 +256,21 @@ public final class EventLoopExecutor: CameraEventLoop, TaskExecutor, @unchecked 
                 fds[1].fd = polled?.fd ?? -1
                 fds[1].revents = 0
                 lock.unlock()
+                fds[0].revents = 0
                 let n = poll(&fds, 2, -1)
                 lock.lock()
                 polling = false
-                if woken {
+                stats.waitsEnded += 1
+                // Drained whenever it is readable, not only when this wait was woken: a caller
+                // sets `woken` and signals after it lets go of the lock, so the thread may have
+                // woken for the source in between and drained nothing; the signal then lands
+                // afterwards, and an eventfd left readable would return every later poll at
+                // once (a thread spinning at 100% until the next wake from another thread).
+                if woken || fds[0].revents != 0 {
                     var count: UInt64 = 0
                     _ = read(wakeFD, &count, 8)
+                    if woken { stats.wakes += 1 }
                     woken = false
-                    stats.wakes += 1
                 }
                 guard n > 0, fds[1].revents != 0, let handler = polled?.handler, generation == polledGeneration else { continue }
                 if fds[1].revents & Int16(POLLNVAL) != 0 {
