@@ -42,11 +42,25 @@ struct ServeCLITests {
             base = String(text[r])
         }
 
-        func stop() -> Int32 {
+        /// Starts one, waiting for its address off Swift's cooperative pool: a blocking read
+        /// there (seconds on a loaded machine) holds one of its two threads, and every other
+        /// test's tasks wait behind it.
+        static func start(_ extra: [String] = [], environment: [String: String] = [:]) async throws -> Server {
+            try await offPool { try Server(extra, environment: environment) }
+        }
+
+        /// SIGTERM, and its exit waited for off the cooperative pool.
+        func stop() async throws -> Int32 {
             kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
+            try await offPool { self.process.waitUntilExit() }
             try? FileManager.default.removeItem(atPath: dir)
             return process.terminationStatus
+        }
+
+        /// For a test's clean-up: SIGKILL, nothing waited for.
+        func discard() {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            try? FileManager.default.removeItem(atPath: dir)
         }
     }
 
@@ -71,7 +85,7 @@ struct ServeCLITests {
 
     @Test("every endpoint: status, cameras, capture (photo, EV and manual brackets) with its files listed and downloadable, the newest frame as JPEG, metrics, the web page; bad requests name the field; paths outside the output refused; SIGTERM exits 0")
     func endpoints() async throws {
-        let s = try Server()
+        let s = try await Server.start()
         let status = try await call(s.base + "api/status")
         #expect(status.status == 200 && status.type == "application/json")
         #expect(status.json?["camera"] as? String == "sim:imx477" && status.json?["streaming"] as? Bool == true, "\(status.text)")
@@ -133,13 +147,13 @@ struct ServeCLITests {
         #expect(sample["shutterbug_disk_free_bytes"] != nil && sample["shutterbug_sensor_temperature_celsius"] != nil)
         let page = try await call(s.base)
         #expect(page.status == 200 && page.type?.hasPrefix("text/html") == true && page.text.contains("/api/frame.jpg"))
-        #expect(s.stop() == 0, "SIGTERM: a clean exit")
+        #expect(try await s.stop() == 0, "SIGTERM: a clean exit")
     }
 
     @Test("300 clients that connect and say nothing, or never finish a request's head (slowloris), leave the status answering at once, and are closed once idle 15 s")
     func idleAndSlowClients() async throws {
-        let s = try Server()
-        defer { _ = s.stop() }
+        let s = try await Server.start()
+        defer { s.discard() }
         let port = UInt16(s.base.split(separator: ":").last!.dropLast())!
         var sockets: [Int32] = []
         defer { sockets.forEach { close($0) } }
@@ -171,8 +185,8 @@ struct ServeCLITests {
 
     @Test("the CLI client waits for a slow capture without spinning: `capture --exposures 2s,2s` (some 5 s) costs it well under a second of CPU (URLSession on Linux spun a core the whole wait)")
     func clientWaitsIdle() async throws {
-        let s = try Server()
-        defer { _ = s.stop() }
+        let s = try await Server.start()
+        defer { s.discard() }
         // bash's `times`: the shell's CPU, then its children's (the client's), user and system.
         let r = try await runChild("/bin/bash", ["-c", "\"$0\" capture --service \"$1\" --exposures 2s,2s >/dev/null && times", OutputCLITests.exe, s.base])
         #expect(r.status == 0, "\(r.err)")
@@ -203,13 +217,13 @@ struct ServeCLITests {
         #expect(named.status == 64 && named.err.contains("needs a bearer token"), "\(named.err)")
 
         let token = "s3cret-token-for-the-test-0123456789"
-        let s = try Server([], environment: ["SHUTTERBUG_TOKEN": token])
+        let s = try await Server.start([], environment: ["SHUTTERBUG_TOKEN": token])
         #expect(try await call(s.base + "api/status").status == 401)
         #expect(try await call(s.base + "api/status", token: token + "x").status == 401)
         #expect(try await call(s.base + "metrics", token: "nope").status == 401)
         let ok = try await call(s.base + "api/status", token: token)
         #expect(ok.status == 200 && ok.json?["camera"] as? String == "sim:imx477")
-        #expect(s.stop() == 0)
+        #expect(try await s.stop() == 0)
     }
 
     @Test("serve --config: the service's options from YAML (here its token file), the command line's over them; config check names a serve file's mistakes at their lines, its jobs' and triggers' among them")
@@ -227,10 +241,10 @@ struct ServeCLITests {
             """.write(toFile: dir + "/serve.yaml", atomically: true, encoding: .utf8)
         let check = try await runChild(OutputCLITests.exe, ["config", "check", dir + "/serve.yaml"])
         #expect(check.status == 0 && check.out.contains("no mistakes (checked as serve's configuration)"), "\(check.out)")
-        let s = try Server(["--config", dir + "/serve.yaml"])
+        let s = try await Server.start(["--config", dir + "/serve.yaml"])
         #expect(try await call(s.base + "api/status").status == 401, "the file's token is required")
         #expect(try await call(s.base + "api/status", token: token).status == 200)
-        #expect(s.stop() == 0)
+        #expect(try await s.stop() == 0)
 
         try """
             listen: nowhere
@@ -268,7 +282,7 @@ struct ServeCLITests {
     @Test("the rate limit: past its burst a client gets 429 with Retry-After and a message naming the limit, and is let in again as its bucket refills; --rate-limit out of range is refused")
     func rateLimit() async throws {
         // Loopback is not limited by default; --limit-loopback makes this client count.
-        let s = try Server(["--rate-limit", "5", "--limit-loopback"])
+        let s = try await Server.start(["--rate-limit", "5", "--limit-loopback"])
         // 30 at once: a burst of 10 goes through, and past it only what the bucket refilled
         // meanwhile (5 a second), however slowly a busy machine answers.
         let clock = ContinuousClock()
@@ -296,10 +310,10 @@ struct ServeCLITests {
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(back)
-        #expect(s.stop() == 0)
-        let unlimited = try Server()
+        #expect(try await s.stop() == 0)
+        let unlimited = try await Server.start()
         for _ in 0..<30 { #expect(try await call(unlimited.base + "api/status").status == 200) }
-        #expect(unlimited.stop() == 0)
+        #expect(try await unlimited.stop() == 0)
         let wrong = try await runChild(OutputCLITests.exe, ["serve", "--output", "/tmp/x", "--rate-limit", "-1"])
         #expect(wrong.status == 64 && wrong.err.contains("--rate-limit"), "\(wrong.err)")
     }
@@ -307,7 +321,7 @@ struct ServeCLITests {
     @Test("the CLI as a client: status and capture ask the running service (its token from SHUTTERBUG_TOKEN) and print what it says; with no service there they say so and where they looked")
     func client() async throws {
         let token = "a-token-of-24-characters"
-        let s = try Server([], environment: ["SHUTTERBUG_TOKEN": token])
+        let s = try await Server.start([], environment: ["SHUTTERBUG_TOKEN": token])
         let env = ["SHUTTERBUG_SERVICE": s.base, "SHUTTERBUG_TOKEN": token]
         let status = try await runChild(OutputCLITests.exe, ["status"], environment: env)
         #expect(status.status == 0 && status.out.contains("sim:imx477") && status.out.contains("streaming"), "\(status.out)\(status.err)")
@@ -319,7 +333,7 @@ struct ServeCLITests {
         #expect(noToken.status != 0 && noToken.err.contains("401") && noToken.err.contains("SHUTTERBUG_TOKEN"), "\(noToken.err)")
         let tooMany = try await runChild(OutputCLITests.exe, ["capture", "--ev", "-3,-2,-1,0,1,2,3"], environment: env)
         #expect(tooMany.status != 0 && tooMany.err.contains("409"), "\(tooMany.err)")
-        #expect(s.stop() == 0)
+        #expect(try await s.stop() == 0)
         let none = try await runChild(OutputCLITests.exe, ["status", "--service", "http://127.0.0.1:9/"])
         #expect(none.status != 0 && none.err.contains("no shutterbug service answers at http://127.0.0.1:9/"), "\(none.err)")
     }

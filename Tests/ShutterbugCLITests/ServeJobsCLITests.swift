@@ -44,7 +44,7 @@ struct ServeJobsCLITests {
                 simulated: regular:2s
             """
         try yaml.write(toFile: conf + "/serve.yaml", atomically: true, encoding: .utf8)
-        let s = try ServeCLITests.Server(["--config", conf + "/serve.yaml"])
+        let s = try await ServeCLITests.Server.start(["--config", conf + "/serve.yaml"])
 
         let jobs = try await api.call(s.base + "api/jobs")
         #expect(jobs.status == 200 && jobs.text.contains("\"name\":\"roof\""), "\(jobs.text)")
@@ -137,7 +137,7 @@ struct ServeJobsCLITests {
         let stopped = try await api.call(s.base + "api/jobs/roof/stop", method: "POST")
         #expect(stopped.status == 200 && ["stopping", "stopped"].contains(stopped.json?["state"] as? String ?? ""), "\(stopped.text)")
         #expect(try await eventually(15) { try await job(s, "roof")["state"] as? String == "stopped" })
-        #expect(s.stop() == 0)
+        #expect(try await s.stop() == 0)
     }
 
     @Test("SIGTERM during a bracket: the bracket completes, its files are written whole and journalled, the service exits 0")
@@ -156,7 +156,7 @@ struct ServeJobsCLITests {
                 exposures: [1/4, 1/2, 1]
                 format: [jpeg, dng]
             """.write(toFile: conf + "/serve.yaml", atomically: true, encoding: .utf8)
-        let s = try ServeCLITests.Server(["--config", conf + "/serve.yaml"])
+        let s = try await ServeCLITests.Server.start(["--config", conf + "/serve.yaml"])
         defer { try? FileManager.default.removeItem(atPath: s.dir) }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -179,7 +179,7 @@ struct ServeJobsCLITests {
         #expect(started, "the slot at \(instant) wrote no photo (\(photos()) photos, \(before) slots taken before it)")
         #expect(try await job(s, "long")["taken"] as? Int == before, "the bracket is still being taken")
         kill(s.process.processIdentifier, SIGTERM)
-        s.process.waitUntilExit()
+        try await offPool { s.process.waitUntilExit() }
         #expect(s.process.terminationStatus == 0)
         let err = String(decoding: s.err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(err.contains("job 'long' stopped (the service is stopping): \(before + 1) slots taken this run"), "\(err)")

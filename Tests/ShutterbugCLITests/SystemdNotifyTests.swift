@@ -124,7 +124,7 @@ extension SystemdNotifyTests {
         var got = try await offPool { socket.receive(limit: 7) { _ in false } }
         kill(p.processIdentifier, SIGTERM)
         got += try await offPool { socket.receive(limit: 10) { $0.contains("STOPPING=1") } }
-        p.waitUntilExit()
+        try await offPool { p.waitUntilExit() }
         #expect(p.terminationStatus == 0)
         let texts = got.map(\.text)
         let ready = try #require(texts.firstIndex { $0.hasPrefix("READY=1") }, "\(texts)")
