@@ -267,24 +267,7 @@ public struct CaptureMachine: Sendable {
 
     /// Adjusts a requested exposure and gain to the sensor, explaining each change.
     public func adjust(exposure: Duration, gain: Double, what: String) -> (StepTarget, [String]) {
-        var notes: [String] = []
-        var e = exposure, g = gain
-        let er = timing.exposureRange, gr = timing.gainRange
-        // Out of range by more than rounding noise (an EV plan's 0.9999999 is not worth a
-        // notice): clamp and say so, with enough digits that the two numbers differ.
-        let clampedE = min(max(e, er.lowerBound), er.upperBound)
-        if abs((clampedE - e).nanosecondsValue) > 1 {
-            notes.append("\(what): exposure \(e.exposureDescription) adjusted to \(clampedE.exposureDescription) (sensor range \(er.lowerBound.microsecondsValue.rounded()) µs to \(er.upperBound.millisecondsDescription))")
-        }
-        e = clampedE
-        let clampedG = min(max(g, gr.lowerBound), gr.upperBound)
-        if abs(clampedG - g) > 1e-6 * clampedG {
-            let (from, to) = String.distinct(g, clampedG)
-            notes.append("\(what): gain \(from) adjusted to \(to) (sensor range \(String(format2: gr.lowerBound)) to \(String(format2: gr.upperBound)))")
-        }
-        g = clampedG
-        // Whole lines, so the target is what the sensor will report.
-        return (StepTarget(exposure: timing.quantise(e), gain: g), notes)
+        timing.adjust(exposure: exposure, gain: gain, what: what)
     }
 
     /// Two steps the frames' metadata cannot tell apart would get each other's frames and
@@ -600,5 +583,29 @@ public struct CaptureMachine: Sendable {
         guard let r = retained, r.metadata.exposed(after: instant) else { return nil }
         retained = nil
         return r
+    }
+}
+
+extension CameraTiming {
+    /// Adjusts a requested exposure and gain to the sensor, explaining each change.
+    public func adjust(exposure: Duration, gain: Double, what: String) -> (StepTarget, [String]) {
+        var notes: [String] = []
+        var e = exposure, g = gain
+        let er = exposureRange, gr = gainRange
+        // Out of range by more than rounding noise (an EV plan's 0.9999999 is not worth a
+        // notice): clamp and say so, with enough digits that the two numbers differ.
+        let clampedE = min(max(e, er.lowerBound), er.upperBound)
+        if abs((clampedE - e).nanosecondsValue) > 1 {
+            notes.append("\(what): exposure \(e.exposureDescription) adjusted to \(clampedE.exposureDescription) (sensor range \(er.lowerBound.microsecondsValue.rounded()) µs to \(er.upperBound.millisecondsDescription))")
+        }
+        e = clampedE
+        let clampedG = min(max(g, gr.lowerBound), gr.upperBound)
+        if abs(clampedG - g) > 1e-6 * clampedG {
+            let (from, to) = String.distinct(g, clampedG)
+            notes.append("\(what): gain \(from) adjusted to \(to) (sensor range \(String(format2: gr.lowerBound)) to \(String(format2: gr.upperBound)))")
+        }
+        g = clampedG
+        // Whole lines, so the target is what the sensor will report.
+        return (StepTarget(exposure: quantise(e), gain: g), notes)
     }
 }
