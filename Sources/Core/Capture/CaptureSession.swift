@@ -446,8 +446,10 @@ public actor CaptureSession {
         case .exposureStarted(let id, let t): waiters.captures[id]?.yield(.exposureStarted(t))
         case .exposureEnded(let id, let t): waiters.captures[id]?.yield(.exposureEnded(t))
         case .photo(let id, let step, let frame):
-            // Not consumed (the stream was cancelled): the photo's end gives the slot back.
-            waiters.captures[id]?.yield(.photo(photo(frame, step: step)))
+            // Made first, whoever takes it: a photo nobody reads (its stream was cancelled)
+            // gives its slot back as it is freed.
+            let p = photo(frame, step: step)
+            waiters.captures[id]?.yield(.photo(p))
         case .finished(let id, let r):
             let c = waiters.captures.removeValue(forKey: id)
             c?.yield(.captureFinished(r))
