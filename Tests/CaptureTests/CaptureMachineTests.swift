@@ -1,5 +1,7 @@
+import Capture
 import CaptureScheduler
 import ShutterbugCore
+import SimulatedCamera
 import Testing
 
 /// The capture machine alone (no session, no camera): a model pipeline whose frames carry the
@@ -164,5 +166,39 @@ struct CaptureMachineTests {
         #expect(triggers.values.allSatisfy { $0.ended }, "seed \(seed): a trigger never ended")
         #expect(holdsTaken == holdsEnded, "seed \(seed): \(holdsTaken) holds taken, \(holdsEnded) given back or handed out")
         #expect(machine.isIdle)
+    }
+}
+
+@Suite("Capture session: one PhotoSettings, one capture at a time", .timeLimit(.minutes(2)))
+struct SameSettingsTwiceTests {
+    @Test("the same settings asked for again while their capture runs are refused, saying why; the first capture completes, and the settings may be used again once it has")
+    func sameSettingsTwice() async throws {
+        let (session, cam) = try await simulatedSession(.imx477, stream: StreamRequest(role: .viewfinder, width: 640, height: 480))
+        defer { cam.release() }
+        let settings = PhotoSettings(bracket: .exposureBias([-1, 0, 1]))
+        let first = await session.capture(settings)
+        do {
+            for try await _ in await session.capture(settings) {}
+            Issue.record("a second capture of the same settings was accepted")
+        } catch let e as ShutterbugError {
+            #expect(e.code == .invalidArgument && e.message.contains("being captured already"), "\(e)")
+        }
+        var photos = 0
+        for try await e in first {
+            if case .photo(let p) = e {
+                photos += 1
+                p.release()
+            }
+        }
+        #expect(photos == 3)
+        var again = 0
+        for try await e in await session.capture(settings) {
+            if case .photo(let p) = e {
+                again += 1
+                p.release()
+            }
+        }
+        #expect(again == 3, "after the first finished, the settings are free again")
+        await session.stop()
     }
 }

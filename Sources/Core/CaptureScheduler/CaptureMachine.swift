@@ -44,7 +44,7 @@ public struct CaptureMachine: Sendable {
     public static let meteringFrameLimit = 90
 
     /// The camera's timing in the configured mode.
-    public private(set) var timing: CameraTiming
+    public let timing: CameraTiming
     /// What the camera's controls can do (ranges, a lens).
     public let limits: ControlLimits
     /// Requests kept queued ahead of the newest frame.
@@ -56,7 +56,7 @@ public struct CaptureMachine: Sendable {
     public let keepsNewest: Bool
     /// Controls in force outside captures: what a bracket restores.
     public var baseline = CameraControls()
-    public private(set) var retained: CompletedRequest?
+    private var retained: CompletedRequest?
     /// The newest complete frame's sequence.
     public private(set) var lastSequence: UInt32?
     private var recent = Ring<FrameMetadata>(capacity: 8)
@@ -126,8 +126,6 @@ public struct CaptureMachine: Sendable {
     }
 
     public var hasActions: Bool { !actions.isEmpty }
-    public var hasCaptures: Bool { !captures.isEmpty }
-    public var hasTriggers: Bool { !triggers.isEmpty }
     /// Nothing waits on frames.
     public var isIdle: Bool { captures.isEmpty && triggers.isEmpty }
     /// The newest complete frame's metadata.
@@ -144,8 +142,6 @@ public struct CaptureMachine: Sendable {
         guard let s = captures.first?.scheduler else { return true }
         return s.isFinished
     }
-
-    public mutating func configure(timing: CameraTiming) { self.timing = timing }
 
     // MARK: Inputs
 
