@@ -75,6 +75,23 @@ struct TriggerJobTests {
         #expect(s.counts.dropped > 0, "\(s.counts)")
         #expect(s.counts.seen == s.counts.captured + s.counts.dropped + s.counts.failed + s.counts.coalesced, "every trigger is accounted for: \(s.counts)")
         for e in events { if case .captured(_, let c) = e { #expect(c.sequences.count == 3 && c.sequences[2] == c.sequences[0] + 2, "\(c.sequences)") } }
+
+        // The reports `--json` prints (and the API serves): the same counts and lags, one line
+        // each, that read back as what was written.
+        let report = TriggerSummaryReport(s)
+        let line = CaptureReport.jsonText(report)
+        #expect(!line.contains("\n") && !line.contains("null") && line.contains("\"dropped\":\(s.counts.dropped)"), "\(line)")
+        #expect(try JSONDecoder().decode(TriggerSummaryReport.self, from: Data(line.utf8)) == report)
+        #expect(report.summary == true && report.lagToExposureStart?.count == 3 && report.lagToFiles == nil, "no writer: no files lag; \(line)")
+        #expect((report.lagToDelivered?.count ?? 0) == s.lags.compactMap(\.toDelivered).count, "\(line)")
+        let lags = s.lags.map(\.toExposureStart.microsecondsValue)
+        #expect(report.lagToExposureStart?.maxUs == lags.max() && (report.lagToExposureStart?.p50Us ?? -1) >= (lags.min() ?? 0), "\(lags) \(line)")
+        for e in events {
+            guard case .captured(let t, let c) = e else { continue }
+            let r = TriggerCaptureReport(t, c)
+            #expect(r.trigger == Int(t.sequence) && r.frames == c.sequences && r.lagToExposureStartUs == c.lag.toExposureStart.microsecondsValue && r.files.isEmpty)
+            #expect(try JSONDecoder().decode(TriggerCaptureReport.self, from: Data(CaptureReport.jsonText(r).utf8)) == r)
+        }
         await session.stop()
     }
 

@@ -156,6 +156,10 @@ struct HTTPAPITests {
                     for f in files { #expect(FileManager.default.fileExists(atPath: dir + "/" + f), "\(f)") }
                     let error = try #require(last["scheduleErrorUs"] as? Double, "\(last)")
                     #expect(error >= 0 && error < 20, "the slot's first exposure began \(error) µs after its instant")
+                    // The slot in the words of `shutterbug timelapse --json`: one SlotReport.
+                    let slot = try #require(try JSONDecoder().decode(JobStatus.self, from: Data(buffer: r.body)).lastSlot)
+                    #expect(slot.slot == 2 && slot.state == "taken" && slot.frames.count == 3 && slot.exposuresUs.count == 3 && slot.gains.count == 3, "\(slot)")
+                    #expect(slot.files == files && slot.scheduleErrorUs == error && slot.exposureStartNs.map { $0 >= slot.instantNs ?? .max } == true, "\(slot)")
                     #expect(FileManager.default.fileExists(atPath: dir + "/roof/keogram.png"))
                 }
                 try await client.execute(uri: "/metrics", method: .get) { r in

@@ -102,7 +102,7 @@ struct ServeJobsCLITests {
         // The trigger: captures exposed after each trigger, with their lag.
         #expect(try await eventually(15) { (try await api.call(s.base + "api/triggers").json(array: 0)?["captured"] as? Int ?? 0) >= 1 })
         let trigger = try #require(try await api.call(s.base + "api/triggers").json(array: 0))
-        #expect(trigger["source"] as? String == "simulated regular 2.00 s" && (trigger["lagP50Us"] as? Double ?? -1) >= 0, "\(trigger)")
+        #expect(trigger["source"] as? String == "simulated regular 2.00 s" && ((trigger["lagToExposureStart"] as? [String: Any])?["p50Us"] as? Double ?? -1) >= 0, "\(trigger)")
 
         let metrics = try await api.call(s.base + "metrics").text
         for name in [#"shutterbug_timelapse_slots_total{job="roof",state="taken"}"#, #"shutterbug_timelapse_slots_total{job="roof",state="skipped"}"#,

@@ -61,7 +61,7 @@ for _ in $(seq 1 300); do grep -q "waiting for rising edges" /tmp/trigger.err &&
 # of shell builtins once came out as two), which is gpio-sim's limit, not a shutter's.
 for n in 1 2 3; do
 	echo pull-up > "$pull"; echo pull-down > "$pull"
-	for _ in $(seq 1 300); do grep -q "\"trigger\":$n," /tmp/trigger.out && break; sleep 0.1; done
+	for _ in $(seq 1 300); do grep -Eq "\"trigger\":$n[,}]" /tmp/trigger.out && break; sleep 0.1; done
 done
 timeout 60 tail --pid=$pid -f /dev/null
 cat /tmp/trigger.err /tmp/trigger.out
@@ -96,7 +96,7 @@ rc=$?
 cat /tmp/serve.err
 echo "$out"
 step grep -q '"captured":3' <<<"$out"
-step grep -q '"lagP50Us":[0-9]' <<<"$out"
+step grep -q '"lagToExposureStart":{[^}]*"p50Us":[0-9]' <<<"$out"
 step test "$rc" -eq 0
 out=$("$build/shutterbug" cameras 2>&1)
 echo "$out"

@@ -268,7 +268,7 @@ struct JobsCommand: AsyncParsableCommand {
         for j in jobs {
             let next = j.nextSlot.map { "next slot \($0)\(j.total.map { " of \($0)" } ?? "") at \(j.nextSlotAt ?? "?")" } ?? ""
             print("\(j.name): \(j.state.rawValue)\(j.message.map { " (\($0))" } ?? ""); \(j.taken) taken, \(j.skipped) skipped, \(j.missed) missed, \(j.failed) failed this run\(next.isEmpty ? "" : "; " + next)")
-            if let s = j.lastSlot { print("  last slot \(s.index) at \(s.wall): \(s.state), frames \(s.frames.map(String.init).joined(separator: ",")), \(s.files.count) files") }
+            if let s = j.lastSlot { print("  last slot \(s.slot) at \(s.wall): \(s.state), frames \(s.frames.map(String.init).joined(separator: ",")), \(s.files.count) files") }
         }
     }
 

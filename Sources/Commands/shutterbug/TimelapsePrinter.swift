@@ -122,24 +122,7 @@ struct TimelapsePrinter: Sendable {
         let dist = s.scheduleError
         defer { fflush(nil) }
         if json {
-            var o = JSONObject()
-            o.add("summary", true)
-            o.add("job", job)
-            o.add("stoppedBy", s.stoppedBy)
-            for c in TimelapseJournal.SlotState.allCases { o.add("this" + c.rawValue.prefix(1).uppercased() + c.rawValue.dropFirst(), counts[c] ?? 0) }
-            for c in TimelapseJournal.SlotState.allCases { o.add("journal" + c.rawValue.prefix(1).uppercased() + c.rawValue.dropFirst(), all[c] ?? 0) }
-            o.add("scheduleErrorP50Us", dist?.p50.microsecondsValue)
-            o.add("scheduleErrorP99Us", dist?.p99.microsecondsValue)
-            o.add("scheduleErrorMaxUs", dist?.max.microsecondsValue)
-            o.add("journalIntegrity", s.journalIntegrity)
-            o.add("cameraReopened", s.cameraReopened)
-            o.add("cameraStoppedWhileIdle", s.cameraStoppedWhileIdle)
-            o.add("cameraStartupMsMax", s.slowestStartup.microsecondsValue / 1000)
-            o.add("slotsDeletedByRetention", s.slotsDeletedByRetention)
-            o.add("bytesKept", s.bytesKept)
-            o.add("keogram", s.keogram)
-            o.add("contactSheet", s.contactSheet)
-            Swift.print(o.text)
+            Swift.print(CaptureReport.jsonText(TimelapseSummaryReport(s)))
             return
         }
         Swift.print("stopped by \(s.stoppedBy): this run \(counts[.taken] ?? 0) taken, \(counts[.skipped] ?? 0) skipped, \(counts[.missed] ?? 0) missed, \(counts[.failed] ?? 0) failed; the job in all \(all[.taken] ?? 0) taken, \(all[.skipped] ?? 0) skipped, \(all[.missed] ?? 0) missed, \(all[.failed] ?? 0) failed")
@@ -155,56 +138,13 @@ struct TimelapsePrinter: Sendable {
     }
 
     func report(_ r: TimelapseRun.SlotResult) {
-        report(slot: r.index, wall: r.wall, state: r.state, reason: r.reason, instant: r.instant, start: r.start, frames: r.frames, decision: r.decision,
-               files: r.files.count, lock: r.lock, luma: r.luma, whiteBalance: r.whiteBalance)
-    }
-
-    func report(slot k: Int, wall: WallClockTime, state: TimelapseJournal.SlotState, reason: String?, instant: SensorTime? = nil, start: SensorTime? = nil,
-                        frames: [TimelapseJournal.FrameRecord] = [], decision: ExposureRamp.Decision? = nil, files: Int = 0, lock: String? = nil, luma: Double? = nil,
-                        whiteBalance wb: (measured: ColourGains, applied: ColourGains)? = nil) {
+        defer { fflush(nil) }
         if json {
-            var o = JSONObject()
-            o.add("slot", k)
-            o.add("wall", wall.description)
-            o.add("state", state.rawValue)
-            o.add("reason", reason)
-            o.add("instantNs", instant?.nanoseconds)
-            o.add("exposureStartNs", start?.nanoseconds)
-            if let instant, let start { o.add("errorUs", (start - instant).microsecondsValue) }
-            o.add("phaseLock", lock)
-            // The 0 EV photo's mean luma (0...255): how bright the picture came out.
-            o.add("meanLuma", luma)
-            o.add("frames", numbers: frames.map { Double($0.metadata.sequence) })
-            o.add("exposuresUs", numbers: frames.compactMap { $0.metadata.exposureTime?.microsecondsValue })
-            o.add("gains", numbers: frames.compactMap { $0.metadata.analogueGain?.value })
-            o.add("lux", frames.first?.metadata.lux)
-            if let d = decision {
-                var r = JSONObject()
-                r.add("metered", d.metered)
-                r.add("errorEV", d.errorEV)
-                r.add("stepEV", d.stepEV)
-                r.add("nightOffsetEV", d.nightOffsetEV)
-                r.add("phase", d.phase)
-                r.add("note", d.note)
-                r.add("nextExposureUs", d.to.exposure.microsecondsValue)
-                r.add("nextGain", d.to.gain)
-                o.add("ramp", object: r)
-            }
-            if let wb {
-                var w = JSONObject()
-                w.add("measuredRed", wb.measured.red)
-                w.add("measuredBlue", wb.measured.blue)
-                w.add("appliedRed", wb.applied.red)
-                w.add("appliedBlue", wb.applied.blue)
-                o.add("whiteBalance", object: w)
-            }
-            o.add("colourGains", numbers: frames.compactMap { $0.metadata.colourGains.map { [$0.red, $0.blue] } }.first ?? [])
-            o.add("files", files)
-            Swift.print(o.text)
             // One line per slot as it happens, also into a pipe (a service, a log).
-            fflush(nil)
+            Swift.print(CaptureReport.jsonText(SlotReport(r)))
             return
         }
+        let (k, wall, state, reason, instant, start, frames, decision) = (r.index, r.wall, r.state, r.reason, r.instant, r.start, r.frames, r.decision)
         guard state == .taken || state == .failed else {
             Swift.print("slot \(k) (\(wall)): \(state.rawValue), \(reason ?? "")")
             return
@@ -212,7 +152,6 @@ struct TimelapsePrinter: Sendable {
         let err = zip([instant], [start]).compactMap { i, s in i.flatMap { i in s.map { ($0 - i).preciseDescription } } }.first ?? "-"
         let exp = frames.compactMap { $0.metadata.exposureTime?.exposureDescription }.joined(separator: ",")
         let ramp = decision.map { " | \($0.phase), metered \(String(format2: $0.metered * 100))%, step \(String(format2: $0.stepEV)) EV (\($0.note)) → next \($0.to.exposure.exposureDescription) gain \(String(format2: $0.to.gain))" } ?? ""
-        defer { fflush(nil) }
         Swift.print("slot \(k) (\(wall)): \(state.rawValue)\(reason.map { " (\($0))" } ?? ""), frames \(frames.map { String($0.metadata.sequence) }.joined(separator: ",")), \(exp), error \(err)\(ramp)")
     }
 }

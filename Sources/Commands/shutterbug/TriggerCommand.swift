@@ -170,17 +170,7 @@ struct TriggerCommand: AsyncParsableCommand {
         // One line per capture as it happens, also into a pipe.
         defer { fflush(nil) }
         if json {
-            var o = JSONObject()
-            o.add("trigger", Int(t.sequence))
-            o.add("source", t.source)
-            o.add("instantNs", t.instant.nanoseconds)
-            o.add("frames", numbers: c.sequences.map(Double.init))
-            o.add("lagToExposureStartUs", c.lag.toExposureStart.microsecondsValue)
-            o.add("lagToDeliveredUs", c.lag.toDelivered?.microsecondsValue)
-            o.add("lagToFilesUs", c.lag.toFiles?.microsecondsValue)
-            o.add("busyUs", c.busy?.microsecondsValue)
-            o.add("files", c.files.map(\.path))
-            print(o.text)
+            print(CaptureReport.jsonText(TriggerCaptureReport(t, c)))
         } else {
             print("trigger \(t.sequence): frame\(c.sequences.count > 1 ? "s" : "") \(c.sequences.map(String.init).joined(separator: ",")), lag to exposure start \(us(c.lag.toExposureStart)), to delivered \(us(c.lag.toDelivered)), to files \(us(c.lag.toFiles))\(c.busy.map { ", busy line held \(us($0))" } ?? "")")
         }
@@ -191,25 +181,7 @@ struct TriggerCommand: AsyncParsableCommand {
         let dists = [("exposure start", LagDistribution(lags.map(\.toExposureStart))), ("delivered", LagDistribution(lags.compactMap(\.toDelivered))),
                      ("files", LagDistribution(lags.compactMap(\.toFiles)))]
         if json {
-            var o = JSONObject()
-            o.add("summary", true)
-            o.add("source", source)
-            o.add("stoppedBy", why)
-            o.add("seen", c.seen)
-            o.add("captured", c.captured)
-            o.add("failed", c.failed)
-            o.add("coalesced", c.coalesced)
-            o.add("dropped", c.dropped)
-            o.add("kernelDropped", c.kernelDropped)
-            for (name, d) in dists {
-                guard let d else { continue }
-                var l = JSONObject()
-                l.add("p50Us", d.p50.microsecondsValue)
-                l.add("p99Us", d.p99.microsecondsValue)
-                l.add("maxUs", d.max.microsecondsValue)
-                o.add("lagTo" + name.split(separator: " ").map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined(), object: l)
-            }
-            print(o.text)
+            print(CaptureReport.jsonText(TriggerSummaryReport(s)))
             return
         }
         print("stopped by \(why): \(c.seen) triggers seen, \(c.captured) captured, \(c.failed) failed, \(c.coalesced) coalesced, \(c.dropped) dropped by us, \(c.kernelDropped) lost by the kernel")

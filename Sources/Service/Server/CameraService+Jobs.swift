@@ -162,7 +162,7 @@ extension CameraService {
             parts.append(running.map { j in "\(j.name) \(j.state == .paused ? "paused" : "slot \(j.nextSlot.map(String.init) ?? "-")\(j.total.map { "/\($0)" } ?? "")")" }.joined(separator: ", "))
         }
         let t = triggers.map(\.status)
-        if !t.isEmpty { parts.append("\(t.count) trigger\(t.count == 1 ? "" : "s"), \(t.map(\.captured).reduce(0, +)) captured") }
+        if !t.isEmpty { parts.append("\(t.count) trigger\(t.count == 1 ? "" : "s"), \(t.map(\.report.captured).reduce(0, +)) captured") }
         parts.append("\(capturesTaken) captures over the API")
         return parts.joined(separator: "; ")
     }

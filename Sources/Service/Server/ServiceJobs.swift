@@ -75,20 +75,6 @@ public struct JobStatus: Sendable, Codable {
         case failed
     }
 
-    public struct Slot: Sendable, Codable {
-        public var index: Int
-        public var wall: String
-        public var state: String
-        public var reason: String?
-        /// The first step's exposure start less the slot's instant.
-        public var scheduleErrorUs: Double?
-        /// How the phase lock went (locked on which frame, or why not).
-        public var phaseLock: String?
-        public var frames: [UInt32]
-        /// Relative to the service's output directory (what `/api/files/` serves).
-        public var files: [String]
-    }
-
     public var name: String
     public var state: State
     public var message: String?
@@ -104,7 +90,9 @@ public struct JobStatus: Sendable, Codable {
     public var skipped = 0
     public var missed = 0
     public var failed = 0
-    public var lastSlot: Slot?
+    /// The last slot, in the words of `shutterbug timelapse --json` (its files relative to the
+    /// output directory, for `/api/files/`).
+    public var lastSlot: SlotReport?
     /// Relative paths of the keogram and contact sheet so far (refreshed at most once a minute).
     public var keogram: String?
     public var contactSheet: String?
@@ -177,7 +165,7 @@ extension ServiceJob {
     /// for over the API meanwhile is not held behind a slot to come.
     func run() async {
         let (d, c) = (definition, context)
-        let relative = { (path: String) -> String in path.hasPrefix(c.output.path + "/") ? String(path.dropFirst(c.output.path.count + 1)) : path }
+        let relative = { (path: String) in relativePath(path, under: c.output.path) }
         func failed(_ error: any Error) {
             let message = (error as? ShutterbugError)?.message ?? "\(error)"
             update { p in
@@ -216,9 +204,7 @@ extension ServiceJob {
                         p.skipped = progress.counts[.skipped] ?? 0
                         p.missed = progress.counts[.missed] ?? 0
                         p.failed = progress.counts[.failed] ?? 0
-                        p.lastSlot = .init(index: result.index, wall: result.wall.description, state: result.state.rawValue, reason: result.reason,
-                                           scheduleErrorUs: zip([result.start], [result.instant]).compactMap { s, i in s.flatMap { s in i.map { (s - $0).microsecondsValue } } }.first,
-                                           phaseLock: result.lock, frames: result.frames.map(\.metadata.sequence), files: result.files.map(relative))
+                        p.lastSlot = SlotReport(result).paths(relativeTo: c.output.path)
                         p.scheduleErrorP50Us = progress.scheduleError?.p50.microsecondsValue
                         p.scheduleErrorP99Us = progress.scheduleError?.p99.microsecondsValue
                     }

@@ -51,24 +51,46 @@ public struct TriggerDefinition: Sendable {
     }
 }
 
-/// A trigger's counts and lags, as `/api/triggers` reports them.
+/// A trigger's state, counts and lags, as `/api/triggers` reports them: its name, state and
+/// options, and beside them the counts and lags in the words of `shutterbug trigger --json`'s
+/// summary (one `TriggerSummaryReport`, its keys at the same level).
 public struct TriggerStatus: Sendable, Codable {
     public enum State: String, Sendable, Codable { case starting, listening, stopped, failed }
     public var name: String
-    public var source: String?
     public var state: State
     public var message: String?
     public var options: [String]
-    public var seen = 0
-    public var captured = 0
-    public var failed = 0
-    public var coalesced = 0
-    public var dropped = 0
-    public var kernelDropped = 0
-    /// Trigger instant to the first exposure start.
-    public var lagP50Us: Double?
-    public var lagP99Us: Double?
+    /// The source, the counts and the lags so far (the lags over the last 10,000 captures).
+    public var report = TriggerSummaryReport()
     public var lastCapture: CameraService.CaptureRecord?
+
+    init(name: String, state: State, options: [String]) {
+        self.name = name
+        self.state = state
+        self.options = options
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, state, message, options, lastCapture }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        state = try c.decode(State.self, forKey: .state)
+        message = try c.decodeIfPresent(String.self, forKey: .message)
+        options = try c.decode([String].self, forKey: .options)
+        lastCapture = try c.decodeIfPresent(CameraService.CaptureRecord.self, forKey: .lastCapture)
+        report = try TriggerSummaryReport(from: decoder)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try report.encode(to: encoder)
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(state, forKey: .state)
+        try c.encodeIfPresent(message, forKey: .message)
+        try c.encode(options, forKey: .options)
+        try c.encodeIfPresent(lastCapture, forKey: .lastCapture)
+    }
 }
 
 /// One trigger of the service: the library's `TriggerJob` on the service's session, its
@@ -116,7 +138,6 @@ public final class ServiceTrigger: Sendable {
         // Stopped before the job was made: it stops at once.
         if let why = stopping.withLock({ $0 }) { job.stop(why) }
         let metrics = service.metrics
-        let prefix = service.directory.path.hasSuffix("/") ? service.directory.path : service.directory.path + "/"
         async let events: Void = {
             var counted = TriggerCounts()
             for await e in job.events {
@@ -124,7 +145,7 @@ public final class ServiceTrigger: Sendable {
                 case .listening(let source):
                     progress.withLock {
                         $0.state = .listening
-                        $0.source = source
+                        $0.report.source = source
                     }
                     service.logger.notice("trigger '\(d.name)': listening on \(source)")
                 case .notice(let n):
@@ -134,7 +155,7 @@ public final class ServiceTrigger: Sendable {
                     let record = CameraService.CaptureRecord(
                         id: String(PhotoFacts.uniqueID(captureID: c.uniqueID, step: 0).dropLast(4)),
                         kind: (c.steps > 1 ? "bracket of \(c.steps)" : "photo") + " for trigger '\(d.name)' \(t.sequence)", steps: c.steps,
-                        exposureStartNs: c.exposureStart?.nanoseconds, files: c.files.map { $0.path.hasPrefix(prefix) ? String($0.path.dropFirst(prefix.count)) : $0.path },
+                        exposureStartNs: c.exposureStart?.nanoseconds, files: c.files.map { relativePath($0.path, under: service.directory.path) },
                         adjustments: c.adjustments, failures: c.failures, trigger: d.name)
                     await service.record(record, frames: c.sequences, bytes: c.files.reduce(0) { $0 + $1.bytes })
                     progress.withLock { $0.lastCapture = record }
@@ -150,17 +171,8 @@ public final class ServiceTrigger: Sendable {
                         metrics.triggers(d.name, outcome).increment(by: now - before)
                     }
                     counted = c
-                    let dist = LagDistribution(lags.suffix(10_000).map(\.toExposureStart))
-                    progress.withLock { p in
-                        p.seen = c.seen
-                        p.captured = c.captured
-                        p.failed = c.failed
-                        p.coalesced = c.coalesced
-                        p.dropped = c.dropped
-                        p.kernelDropped = c.kernelDropped
-                        p.lagP50Us = dist?.p50.microsecondsValue
-                        p.lagP99Us = dist?.p99.microsecondsValue
-                    }
+                    let report = TriggerSummaryReport(source: progress.withLock { $0.report.source }, counts: c, lags: lags.suffix(10_000))
+                    progress.withLock { $0.report = report }
                 case .finished(let s):
                     if let failure = s.sourceFailure {
                         service.logger.error("trigger '\(d.name)' failed: \(failure)")
@@ -172,6 +184,7 @@ public final class ServiceTrigger: Sendable {
                         progress.withLock { p in
                             p.state = .stopped
                             p.message = s.stoppedBy
+                            p.report.stoppedBy = s.stoppedBy
                         }
                     }
                 }

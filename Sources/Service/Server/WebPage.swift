@@ -97,7 +97,7 @@ enum WebPage {
         const shots = [];
         if (s.lastCapture) shots.push({name: s.lastCapture.kind, files: s.lastCapture.files, steps: s.lastCapture.steps});
         for (const t of s.triggers) if (t.lastCapture) shots.push({name: 'trigger ' + t.name, files: t.lastCapture.files, steps: t.lastCapture.steps});
-        for (const j of s.jobs) if (j.lastSlot && j.lastSlot.files.length) shots.push({name: j.name + ' slot ' + j.lastSlot.index, files: j.lastSlot.files, steps: j.lastSlot.frames.length});
+        for (const j of s.jobs) if (j.lastSlot && j.lastSlot.files.length) shots.push({name: j.name + ' slot ' + j.lastSlot.slot, files: j.lastSlot.files, steps: j.lastSlot.frames.length});
         const stamp = f => f.split('/').pop();
         shots.sort((a, b) => (jpegs(b.files)[0] ? stamp(jpegs(b.files)[0]) : '').localeCompare(jpegs(a.files)[0] ? stamp(jpegs(a.files)[0]) : ''));
         const newest = shots.find(x => jpegs(x.files).length);
@@ -140,7 +140,7 @@ enum WebPage {
           }
         }
         document.getElementById('triggers').innerHTML = s.triggers.length ? s.triggers.map(t => row(esc(t.name) + ' <span class="muted">' + esc(t.source || '') + '</span>',
-          t.seen + ' seen, ' + t.captured + ' captured, ' + (t.dropped + t.coalesced) + ' dropped' + (t.lagP50Us != null ? ' · lag p50 ' + (t.lagP50Us / 1000).toFixed(1) + ' ms' : ''))).join('') : row('none', '');
+          t.seen + ' seen, ' + t.captured + ' captured, ' + (t.dropped + t.coalesced) + ' dropped' + (t.lagToExposureStart ? ' · lag p50 ' + (t.lagToExposureStart.p50Us / 1000).toFixed(1) + ' ms' : ''))).join('') : row('none', '');
         const c = await (await call('/api/captures')).json();
         // Downloads go through call() too, so they carry the token (a plain link would not).
         const list = document.getElementById('captures');
