@@ -155,7 +155,7 @@ let package = Package(
         .testTarget(name: "BoardTests", dependencies: ["TestSupport", "LinuxGPIO", "KMS", "ShutterbugCore", "SimulatedCamera", "Capture", "CaptureScheduler"]),
         .testTarget(
             name: "LibcameraBackendTests",
-            dependencies: ["LibcameraBackend", "ShutterbugCore", "CameraConformance"]
+            dependencies: ["LibcameraBackend", "ShutterbugCore", "ShutterbugPosix", "Capture", "CameraConformance", "TestSupport"]
         ),
     ],
     cxxLanguageStandard: .cxx17

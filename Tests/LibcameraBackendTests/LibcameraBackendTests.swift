@@ -1,7 +1,11 @@
 import CameraConformance
+import Capture
 import Foundation
 import LibcameraBackend
 import ShutterbugCore
+import ShutterbugPosix
+import Synchronization
+import TestSupport
 import Testing
 
 /// The libcamera backend against the real libcamera. Without a camera (CI's unit tier) the
@@ -82,6 +86,31 @@ struct LibcameraBackendTests {
                 }
             }
             #expect(configured.contains(.viewfinder) && configured.contains(.still) && configured.contains(.video), "configured: \(configured)")
+        }
+
+        @Test("a session on the camera runs on the camera's own thread: each frame is handled where libcamera's completion is heard, no other thread woken for it")
+        func sessionOnTheCameraThread() async throws {
+            let m = try LibcameraManager.shared()
+            let cam = try m.open(try #require(m.cameras.first?.id))
+            defer { cam.release() }
+            // Through the protocol, as the session sees it (a property of another type would
+            // not be the protocol's witness, and the session would fall back to the pool).
+            let backend: any CameraBackend = cam
+            let loop = try #require(backend.executor as? EventLoopExecutor, "the camera offers its thread to the session")
+            let session = CaptureSession(backend: backend)
+            _ = try await session.start(stream: StreamRequest(role: .viewfinder, width: 636, height: 480))
+            let seen = Mutex((onLoop: 0, elsewhere: 0))
+            let before = loop.statistics
+            let done = await session.requests(count: 30) { _ in
+                let here = loop.isCurrent && loop.isBetweenJobs
+                seen.withLock { here ? ($0.onLoop += 1) : ($0.elsewhere += 1) }
+            }
+            try await withDeadline(.seconds(20), "30 frames from \(cam.info.id)") { for await _ in done {} }
+            let after = loop.statistics
+            await session.stop()
+            let (onLoop, elsewhere) = seen.withLock { ($0.onLoop, $0.elsewhere) }
+            #expect(onLoop == 30 && elsewhere == 0, "frames handled on the camera's thread between its jobs: \(onLoop), elsewhere: \(elsewhere)")
+            #expect(after.sourceEvents - before.sourceEvents >= 30, "\(before) -> \(after)")
         }
 
         @Test("two processes cannot both acquire the camera")

@@ -28,7 +28,11 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     /// Serialises the drain; holds the previous frame's timestamp (for `measuredFrameInterval`).
     private let drainLock = Mutex<SensorTime?>(nil)
     /// The thread that drains completions, and runs a session's actor.
-    public let executor: EventLoopExecutor?
+    private let loop: EventLoopExecutor
+    /// `CameraBackend.executor`: typed as the protocol declares it, or the protocol's default
+    /// (`nil`) would be the witness and a session would run on the cooperative pool, a thread
+    /// woken per frame beside this one (as it did from de1db06 to 8130f2e).
+    public var executor: (any CameraEventLoop)? { loop }
 
     private struct ControlState {
         var streams: [StreamConfiguration] = []
@@ -42,8 +46,7 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         self.manager = manager
         self.handle = handle
         self.info = info
-        let loop = EventLoopExecutor(name: "sb-camera")
-        executor = loop
+        loop = EventLoopExecutor(name: "sb-camera")
         let eventFD = sbc_camera_event_fd(handle)
         loop.setSource(fd: eventFD) { [weak self] in self?.completionEvent(eventFD: eventFD) }
     }
@@ -227,7 +230,7 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         guard first else { return }
         try? stop()
         // After this no drain runs: the bridge (and its eventfd) can go.
-        executor?.removeSource()
+        loop.removeSource()
         sbc_camera_release(handle)
         completions.finish()
     }
@@ -241,7 +244,7 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         drain()
         if sbc_camera_disconnected(handle) {
             completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away"))
-            executor?.removeSource()
+            loop.removeSource()
         }
     }
 

@@ -32,29 +32,37 @@ public actor CaptureSession {
 
     /// The most the configuration's buffers may take.
     public nonisolated let memoryBudget: MemoryBudget
+    // The session's state below is the actor's own: only its isolation reaches it, one runner
+    // at a time, so Swift's run-time exclusivity check on each access (a `swift_beginAccess`
+    // and a thread-local lookup, some 30 per frame) guards nothing the isolation does not, and
+    // on the emulated board it was a tenth of the per-frame work. The checks are off for these
+    // properties alone (`@exclusivity(unchecked)`, not a compiler flag, which a package that
+    // depends on Shutterbug could not build with); the compile-time checks stay, and the
+    // machines they hold are values that never call back into the session.
+
     /// The configuration in force, once prepared, with its buffers: slots allocated, and how
     /// many of them a bracket may hold.
-    public private(set) var configuration: CameraConfiguration?
-    var buffers = (slots: 0, photos: 0)
-    var running = false
-    var failure: ShutterbugError?
+    @exclusivity(unchecked) public private(set) var configuration: CameraConfiguration?
+    @exclusivity(unchecked) var buffers = (slots: 0, photos: 0)
+    @exclusivity(unchecked) var running = false
+    @exclusivity(unchecked) var failure: ShutterbugError?
     /// The pure machines: the requests (slots, numbers, controls between captures, warm-up),
     /// the captures and triggers (frames in, actions out), and the locks.
-    var feeder = RequestFeeder()
-    var machine = CaptureMachine(timing: .conservative(limits: ControlLimits(supported: [])), limits: ControlLimits(supported: []))
-    var locks = Locks()
+    @exclusivity(unchecked) var feeder = RequestFeeder()
+    @exclusivity(unchecked) var machine = CaptureMachine(timing: .conservative(limits: ControlLimits(supported: [])), limits: ControlLimits(supported: []))
+    @exclusivity(unchecked) var locks = Locks()
     /// Observers, monitors, sinks and held-frame waiters.
-    var fanOut = FrameFanOut()
+    @exclusivity(unchecked) var fanOut = FrameFanOut()
     /// Whoever waits on the machines: captures' event streams, locks, triggers, the warm-up.
-    var waiters = Waiters()
+    @exclusivity(unchecked) var waiters = Waiters()
     /// What the frames have shown: counts, and the camera's time as they bring it.
-    var seen = FramesSeen()
+    @exclusivity(unchecked) var seen = FramesSeen()
     /// How completions come in (a task of the session's, or directly on the camera's loop),
     /// and the ticker that lets the machines see time pass while something waits.
-    var delivery = Delivery.none
-    var ticker: Task<Void, Never>?
+    @exclusivity(unchecked) var delivery = Delivery.none
+    @exclusivity(unchecked) var ticker: Task<Void, Never>?
     /// Set while the machine's actions are carried out: one applier at a time, in order.
-    var applying = false
+    @exclusivity(unchecked) var applying = false
 
     /// - Parameters:
     ///   - clock: the time the bracket scheduler judges stalls by; default the camera's own
