@@ -2,6 +2,7 @@ import Capture
 import CaptureScheduler
 import ShutterbugCore
 import SimulatedCamera
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -40,7 +41,9 @@ struct BracketPropertyTests {
         for try await e in await session.capture(settings) {
             switch e {
             case .photo(let p):
-                photos.append(Photo(step: p.step, metadata: p.metadata, contrast: contrast(p.buffers[0])))
+                // Rendered and read off Swift's pool (see `record`).
+                let buffer = p.buffers[0]
+                photos.append(Photo(step: p.step, metadata: p.metadata, contrast: try await offPool { contrast(buffer) }))
                 p.release()
             case .captureFinished(let r): resolved = r
             default: break

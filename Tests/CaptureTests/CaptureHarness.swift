@@ -3,6 +3,7 @@ import CaptureScheduler
 import ShutterbugCore
 import ShutterbugPosix
 import SimulatedCamera
+import TestSupport
 import Testing
 
 /// A capture session on a simulated camera in virtual time.
@@ -40,7 +41,11 @@ func record(_ stream: AsyncThrowingStream<CaptureEvent, any Error>, measure: Boo
         case .exposureEnded(let t): r.events.append("ended"); r.ended = t
         case .photo(let p):
             r.events.append("photo")
-            r.photos.append((p.step, p.metadata, measure ? meanLuma(p.buffers[0]) : nil))
+            // A simulated photo's pixels are rendered when first read: seconds of CPU for a
+            // full-size frame, read on a thread of its own so Swift's pool (two threads on a
+            // two-core machine) stays free for the tests running beside this one.
+            let buffer = p.buffers[0]
+            r.photos.append((p.step, p.metadata, measure ? try await offPool { meanLuma(buffer) } : nil))
             p.release()
         case .captureFinished(let s): r.events.append("finished"); r.resolved = s
         }

@@ -32,13 +32,14 @@ struct TriggerTests {
         var photos: [(Trigger, FrameMetadata)] = []
         for await t in source.triggers() {
             let r = try await record(await session.capture(PhotoSettings(exposedAfter: t.instant)))
-            photos.append((t, r.photos[0].metadata))
+            photos.append((t, try #require(r.photos.first, "trigger \(t.sequence)'s capture: \(r.events)").metadata))
         }
         let steps: [(duration: Duration, gain: Gain)] = [(.microseconds(1000), Gain(1)), (.microseconds(3000), Gain(2)), (.microseconds(6000), Gain(1))]
-        let bracketAt = photos.last!.1.sensorTimestamp! + .seconds(2)
+        let bracketAt = try #require(photos.last?.1.sensorTimestamp) + .seconds(2)
         let bracket = try await record(await session.capture(PhotoSettings(bracket: .manualExposure(steps), exposedAfter: bracketAt)))
         expectOrder(bracket, steps: 3)
         let seqs = bracket.photos.map(\.metadata.sequence)
+        try #require(seqs.count == 3, "the bracket's photos: \(bracket.events)")
         #expect(seqs.max()! - seqs.min()! == 2, "frames \(seqs)")
         for p in bracket.photos { #expect(p.metadata.exposureStart! >= bracketAt) }
 

@@ -27,7 +27,7 @@ public func runChildBlocking(_ executable: String, _ args: [String], environment
     try p.run()
     let errData = LockedData()
     let done = DispatchSemaphore(value: 0)
-    DispatchQueue.global().async {
+    onThreadOfItsOwn {
         errData.set(err.fileHandleForReading.readDataToEndOfFile())
         done.signal()
     }
@@ -37,18 +37,32 @@ public func runChildBlocking(_ executable: String, _ args: [String], environment
     return ChildResult(status: p.terminationStatus, stdout: o, stderr: errData.get())
 }
 
-/// `runChildBlocking` off Swift's cooperative pool: a GCD thread waits for the child, so a
-/// test waiting for a process never starves the async work of tests running beside it.
+/// `runChildBlocking` off Swift's cooperative pool: a thread of its own waits for the child, so
+/// a test waiting for a process never starves the async work of tests running beside it.
 public func runChild(_ executable: String, _ args: [String], environment: [String: String] = [:]) async throws -> ChildResult {
     try await offPool { try runChildBlocking(executable, args, environment: environment) }
 }
 
-/// Runs blocking work on a GCD thread and awaits it. Keep expectations out of `body`: they
-/// belong to the test's own task.
+/// Runs blocking work on a thread of its own and awaits it. Keep expectations out of `body`:
+/// they belong to the test's own task.
+///
+/// Not on `DispatchQueue.global()`: on Linux that is the very queue Swift's global executor
+/// runs its jobs on (libdispatch's default-QoS root queue), so blocking there took the
+/// cooperative pool's threads. With a score of CLI tests each blocked on a child process, the
+/// queue's threads were all waiting on children, libdispatch added threads one at a time, and
+/// the async tests beside them (a session's frames, an actor's calls) waited a minute or more
+/// for a thread: seen as tests over their time limit whenever the machine was busy.
 public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { c in
-        DispatchQueue.global().async { c.resume(with: Result { try body() }) }
+        onThreadOfItsOwn { c.resume(with: Result { try body() }) }
     }
+}
+
+/// Runs `body` on a new thread (not one of libdispatch's, see `offPool`).
+public func onThreadOfItsOwn(_ body: @escaping @Sendable () -> Void) {
+    let t = Thread { body() }
+    t.name = "test-blocking"
+    t.start()
 }
 
 private final class LockedData: @unchecked Sendable {
