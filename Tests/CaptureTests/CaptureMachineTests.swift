@@ -171,6 +171,45 @@ struct CaptureMachineTests {
 
 @Suite("Capture session: one PhotoSettings, one capture at a time", .timeLimit(.minutes(2)))
 struct SameSettingsTwiceTests {
+    @Test("a triggered sensor: a trigger's capture asked for after a later pulse's frame replaced its own fails as late, and never takes the later pulse's frame")
+    func triggeredSensorLateCapture() {
+        let timing = CameraTiming(landingOffsets: 2...3, lineTime: .microseconds(20), margin: .milliseconds(1), minFramePeriod: .milliseconds(33),
+                                  ipaMinInterval: .milliseconds(33), gainRange: 1...16, exposureRange: .microseconds(100)...(.seconds(1)), readoutTime: .milliseconds(16))
+        var machine = CaptureMachine(timing: timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), keepsNewest: true)
+        let width = Duration.milliseconds(100)
+        // Pulses 300 ms apart; each frame is exposed from its pulse for the pulse's width.
+        func pulseFrame(_ k: Int) -> (SensorTime, CompletedRequest) {
+            let edge = SensorTime(nanoseconds: 1_000_000_000) + .milliseconds(300 * k)
+            let m = FrameMetadata(sequence: UInt32(k), sensorTimestamp: edge + width, exposureTime: width, analogueGain: Gain(1), frameDuration: width + .milliseconds(16))
+            return (edge, CompletedRequest(slot: k % 4, cookie: UInt64(k), status: .complete, metadata: m, buffers: []))
+        }
+        let (edge0, frame0) = pulseFrame(0)
+        let (edge1, frame1) = pulseFrame(1)
+        #expect(machine.frame(frame0, now: edge0 + width) == 1, "nobody asked yet: the frame is kept")
+        #expect(machine.frame(frame1, now: edge1 + width) == 1, "the next pulse's frame replaces it")
+        _ = machine.takeActions()
+        // Trigger 0's capture, asked for only now, as TriggerJob asks for it.
+        let t0 = Trigger(instant: edge0, source: "test", sequence: 0)
+        let late = PhotoSettings(trigger: t0, exposedBefore: edge0 + width + timing.readoutTime / 2)
+        machine.add(late, now: edge1 + width)
+        let actions = machine.takeActions()
+        var failed: ShutterbugError?
+        for a in actions {
+            switch a {
+            case .photo(_, _, let frame): Issue.record("trigger 0 took frame \(frame.metadata.sequence), exposed \((frame.metadata.exposureStart! - edge0).millisecondsDescription) after its pulse")
+            case .failed(let id, let e) where id == late.uniqueID: failed = e
+            default: break
+            }
+        }
+        #expect(failed?.code == .late, "\(actions)")
+        // Trigger 1's capture still finds its own frame.
+        let t1 = Trigger(instant: edge1, source: "test", sequence: 1)
+        let onTime = PhotoSettings(trigger: t1, exposedBefore: edge1 + width + timing.readoutTime / 2)
+        machine.add(onTime, now: edge1 + width)
+        let photos = machine.takeActions().compactMap { a -> UInt32? in if case .photo(let id, _, let f) = a, id == onTime.uniqueID { return f.metadata.sequence } else { return nil } }
+        #expect(photos == [1])
+    }
+
     @Test("the same settings asked for again while their capture runs are refused, saying why; the first capture completes, and the settings may be used again once it has")
     func sameSettingsTwice() async throws {
         let (session, cam) = try await simulatedSession(.imx477, stream: StreamRequest(role: .viewfinder, width: 640, height: 480))

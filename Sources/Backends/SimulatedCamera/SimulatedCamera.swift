@@ -337,7 +337,7 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             pipeline.wallClockOffsetNanoseconds = Int64(wall.tv_sec) * 1_000_000_000 + Int64(wall.tv_nsec) - real.nanoseconds
             return pipeline
         }
-        thread = OSThread { [self] in sensorLoop(pipeline) }
+        thread = OSThread(name: "sb-sim-sensor") { [self] in sensorLoop(pipeline) }
         return unsupported
     }
 

@@ -333,9 +333,17 @@ public struct CaptureMachine: Sendable {
             // A triggered sensor's frame for this instant may have come back before the
             // capture was asked for: it was kept, and is the photo (its slot's hold passes
             // from the kept frame to the photo).
-            if let instant = settings.exposedAfter, let r = takeRetained(exposedAfter: instant) {
+            if let instant = settings.exposedAfter, let kept = retained, kept.metadata.exposed(after: instant) {
+                // Kept, but begun after the latest start allowed: it is a later pulse's frame,
+                // and this capture's own is gone. It fails as late; the frame stays kept for
+                // the capture it belongs to.
+                if let latest = settings.exposedBefore, let start = kept.metadata.earliestExposureStart, start > latest {
+                    _ = failedLate(kept, now: now)
+                    return
+                }
+                retained = nil
                 captures[0].phase = .single(after: nil)
-                if !judge(r, now: now) { actions.append(.release(slot: r.slot)) }
+                if !judge(kept, now: now) { actions.append(.release(slot: kept.slot)) }
             }
         case .exposureBias?:
             captures[0].phase = .metering

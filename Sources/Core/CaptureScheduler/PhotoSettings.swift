@@ -47,8 +47,9 @@ public struct PhotoSettings: Sendable, Hashable {
         trigger = nil
     }
 
-    /// A capture exposed after `trigger`'s instant.
-    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], trigger: Trigger) {
+    /// A capture exposed after `trigger`'s instant, and, given `exposedBefore`, starting no
+    /// later than that (else it fails as late rather than take a frame of something after).
+    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], trigger: Trigger, exposedBefore: SensorTime? = nil) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
@@ -56,7 +57,7 @@ public struct PhotoSettings: Sendable, Hashable {
         self.trigger = trigger
         phaseLocked = false
         whiteBalance = nil
-        exposedBefore = nil
+        self.exposedBefore = exposedBefore
     }
 }
 

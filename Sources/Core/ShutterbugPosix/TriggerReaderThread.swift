@@ -21,7 +21,7 @@ public final class TriggerReaderThread: Sendable {
             out.finish()
             return stream
         }
-        let t = OSThread {
+        let t = OSThread(name: "sb-trigger") {
             read(out)
             out.finish()
         }

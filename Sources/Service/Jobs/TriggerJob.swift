@@ -368,7 +368,12 @@ public final class TriggerJob: Service, Sendable {
     /// clock) means something. The busy line is held from the start until the capture's frames
     /// are all captured (or it fails).
     private func capture(_ t: Trigger, registered: @escaping @Sendable () -> Void, framesCaptured: @Sendable () -> Void) async -> Result<Captured, ShutterbugError> {
-        let settings = PhotoSettings(bracket: options.bracket, formats: options.formats, trigger: t)
+        // A triggered sensor's frame for this pulse starts at its edge; the next pulse's cannot
+        // start before this frame is read out. A capture asked for after a later pulse's frame
+        // replaced this one's (a machine too loaded to ask in time) fails as late instead of
+        // taking the later pulse's frame as this trigger's.
+        let latest = camera.capabilities.externalTrigger == nil ? nil : t.instant + options.pulseWidth + (await session.timing.readoutTime) / 2
+        let settings = PhotoSettings(bracket: options.bracket, formats: options.formats, trigger: t, exposedBefore: latest)
         let frames = options.bracket?.count ?? 1
         let realTime = !camera.pacesByDemand
         var c = Captured(lag: TriggerLag(trigger: t.instant, exposureStart: t.instant), sequences: [], files: [], failures: [], adjustments: [],

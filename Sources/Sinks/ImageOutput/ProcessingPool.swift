@@ -32,7 +32,7 @@ public final class ProcessingPool: @unchecked Sendable {
         // The threads hold the queue, not the pool: a pool dropped at once (a writer made and
         // thrown away) shuts them down, even those not started yet.
         for index in 0..<self.workers {
-            threads.append(OSThread { core.run(worker: index) })
+            threads.append(OSThread(name: "sb-writer") { core.run(worker: index) })
         }
     }
 

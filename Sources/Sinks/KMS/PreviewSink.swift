@@ -77,7 +77,7 @@ public final class PreviewSink: FrameSink, @unchecked Sendable {
         guard fd >= 0 else { throw ShutterbugError.fromErrno(fd, while: "creating the preview's eventfd") }
         wake = fd
         flips.initialize(to: 0)
-        thread = OSThread { [unowned self] in self.run() }
+        thread = OSThread(name: "sb-preview") { [unowned self] in self.run() }
     }
 
     deinit {
