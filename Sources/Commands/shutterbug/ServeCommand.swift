@@ -176,13 +176,17 @@ struct ServeCommand: AsyncParsableCommand {
         let writer = try PhotoFileWriter(directory: directory, streams: rig.configuration.streams, camera: rig.description)
         let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, logger: logger, sensorModes: cam.capabilities.sensorModes)
         let notifier = SystemdNotifier.fromProcessEnvironment()
+        /// Where the service listens, once it does (READY=1 has been sent then).
+        let served = ServedAt()
+        // systemd's watchdog runs from READY=1 (systemd.service(5), WatchdogSec=): no ping
+        // before it, however long the start takes on a loaded machine.
         let watchdog = notifier?.watchdogInterval.map { interval in
             Task {
                 var last: UInt32?
                 while !Task.isCancelled {
                     try? await Task.sleep(for: interval / 2)
                     let newest = await session.latestFrame?.sequence
-                    if newest != nil && newest != last { notifier?.watchdog() }
+                    if served.url != nil && newest != nil && newest != last { notifier?.watchdog() }
                     last = newest
                 }
             }
@@ -229,7 +233,6 @@ struct ServeCommand: AsyncParsableCommand {
         }
 
         // STATUS= brought up to date every few seconds while it changes: the jobs, the triggers.
-        let served = ServedAt()
         let statusLine = notifier.map { notifier in
             Task {
                 var last = ""
