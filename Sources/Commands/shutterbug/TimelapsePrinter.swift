@@ -76,9 +76,10 @@ struct TimelapsePrinter: Sendable {
             case .slot(let r, let progress):
                 clearStatus()
                 report(r)
-                if let steps = r.settings {
-                    notifier?.status("slot \(r.index)\(total.map { "/\($0)" } ?? "") \(r.state.rawValue) at \(r.wall); \(steps.exposure.exposureDescription) gain \(String(format2: steps.gain)); \(progress.counts[.taken] ?? 0) taken this run")
-                }
+                // A status per slot, taken or not (a skipped or missed slot says why), so
+                // `systemctl status` shows where the job is even while the camera is away.
+                let what = r.settings.map { "\($0.exposure.exposureDescription) gain \(String(format2: $0.gain))" } ?? r.reason ?? "no frame"
+                notifier?.status("slot \(r.index)\(total.map { "/\($0)" } ?? "") \(r.state.rawValue) at \(r.wall); \(what); \(progress.counts[.taken] ?? 0) taken this run")
             case .pictures(let k, let c, let asked):
                 if asked {
                     clearStatus()
