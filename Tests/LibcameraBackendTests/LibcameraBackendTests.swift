@@ -101,16 +101,18 @@ struct LibcameraBackendTests {
             _ = try await session.start(stream: StreamRequest(role: .viewfinder, width: 636, height: 480))
             let seen = Mutex((onLoop: 0, elsewhere: 0))
             let before = loop.statistics
-            let done = await session.requests(count: 30) { _ in
+            // Few frames, a long deadline: vimc under the Raspberry Pi fork on the emulated board
+            // makes one frame in some 0.7 s.
+            let done = await session.requests(count: 6) { _ in
                 let here = loop.isCurrent && loop.isBetweenJobs
                 seen.withLock { here ? ($0.onLoop += 1) : ($0.elsewhere += 1) }
             }
-            try await withDeadline(.seconds(20), "30 frames from \(cam.info.id)") { for await _ in done {} }
+            try await withDeadline(.seconds(90), "6 frames from \(cam.info.id)") { for await _ in done {} }
             let after = loop.statistics
             await session.stop()
             let (onLoop, elsewhere) = seen.withLock { ($0.onLoop, $0.elsewhere) }
-            #expect(onLoop == 30 && elsewhere == 0, "frames handled on the camera's thread between its jobs: \(onLoop), elsewhere: \(elsewhere)")
-            #expect(after.sourceEvents - before.sourceEvents >= 30, "\(before) -> \(after)")
+            #expect(onLoop == 6 && elsewhere == 0, "frames handled on the camera's thread between its jobs: \(onLoop), elsewhere: \(elsewhere)")
+            #expect(after.sourceEvents - before.sourceEvents >= 6, "\(before) -> \(after)")
         }
 
         @Test("two processes cannot both acquire the camera")
