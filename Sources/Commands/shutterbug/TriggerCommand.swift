@@ -177,17 +177,18 @@ struct TriggerCommand: AsyncParsableCommand {
     }
 
     private static func summary(_ s: TriggerJob.Summary, json: Bool) {
-        let (c, lags, why, source) = (s.counts, s.lags, s.stoppedBy, s.source)
-        let dists = [("exposure start", LagDistribution(lags.map(\.toExposureStart))), ("delivered", LagDistribution(lags.compactMap(\.toDelivered))),
-                     ("files", LagDistribution(lags.compactMap(\.toFiles)))]
+        // One report for both forms: the lags' percentiles are worked out once.
+        let r = TriggerSummaryReport(s)
         if json {
-            print(CaptureReport.jsonText(TriggerSummaryReport(s)))
+            print(CaptureReport.jsonText(r))
             return
         }
-        print("stopped by \(why): \(c.seen) triggers seen, \(c.captured) captured, \(c.failed) failed, \(c.coalesced) coalesced, \(c.dropped) dropped by us, \(c.kernelDropped) lost by the kernel")
-        for (name, d) in dists {
-            guard let d else { continue }
-            print("  lag to \(name): p50 \(us(d.p50)), p99 \(us(d.p99)), max \(us(d.max)) over \(d.count)")
+        let c = s.counts
+        print("stopped by \(s.stoppedBy): \(c.seen) triggers seen, \(c.captured) captured, \(c.failed) failed, \(c.coalesced) coalesced, \(c.dropped) dropped by us, \(c.kernelDropped) lost by the kernel")
+        func ms(_ us: Double) -> String { String(format2: us / 1000) + " ms" }
+        for (name, lag) in [("exposure start", r.lagToExposureStart), ("delivered", r.lagToDelivered), ("files", r.lagToFiles)] {
+            guard let lag else { continue }
+            print("  lag to \(name): p50 \(ms(lag.p50Us)), p99 \(ms(lag.p99Us)), max \(ms(lag.maxUs)) over \(lag.count)")
         }
     }
 }

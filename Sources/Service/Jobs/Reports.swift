@@ -1,4 +1,5 @@
 import CaptureScheduler
+import ImageOutput
 import Journal
 import ShutterbugCore
 import Timelapse
@@ -66,7 +67,7 @@ public struct SlotReport: Sendable, Codable, Equatable {
         reason = r.reason
         instantNs = r.instant?.nanoseconds
         exposureStartNs = r.start?.nanoseconds
-        scheduleErrorUs = zip([r.instant], [r.start]).compactMap { i, s in i.flatMap { i in s.map { ($0 - i).microsecondsValue } } }.first
+        scheduleErrorUs = r.start.flatMap { start in r.instant.map { (start - $0).microsecondsValue } }
         phaseLock = r.lock
         meanLuma = finite(r.luma)
         frames = r.frames.map(\.metadata.sequence)
@@ -234,9 +235,3 @@ public struct TriggerSummaryReport: Sendable, Codable, Equatable {
 }
 
 private func finite(_ v: Double?) -> Double? { v.flatMap { $0.isFinite ? $0 : nil } }
-
-/// `path` relative to `directory` where it is under it, else as it is.
-public func relativePath(_ path: String, under directory: String) -> String {
-    let prefix = directory.hasSuffix("/") ? directory : directory + "/"
-    return path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path
-}

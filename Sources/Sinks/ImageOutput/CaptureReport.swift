@@ -155,11 +155,17 @@ extension CaptureReport {
     /// The same report with file paths relative to `directory` (what the API's `/api/files/`
     /// serves), where they are under it.
     public func paths(relativeTo directory: String) -> CaptureReport {
-        let prefix = directory.hasSuffix("/") ? directory : directory + "/"
-        func relative(_ p: String) -> String { p.hasPrefix(prefix) ? String(p.dropFirst(prefix.count)) : p }
+        func relative(_ p: String) -> String { relativePath(p, under: directory) }
         var r = self
         r.files = files.map { var f = $0; f.path = relative(f.path); return f }
         r.steps = steps.map { var s = $0; s.files = s.files?.map(relative); return s }
         return r
     }
+}
+
+/// `path` relative to `directory` where it is under it (what the API's `/api/files/` serves),
+/// else as it is.
+public func relativePath(_ path: String, under directory: String) -> String {
+    let prefix = directory.hasSuffix("/") ? directory : directory + "/"
+    return path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path
 }
