@@ -9,10 +9,11 @@ set -euo pipefail
 # Tests read the output back with tools nobody here wrote: exiftool, LibRaw, djpeg (and tjbench
 # for the output benchmark).
 # Colour is checked by LibRaw through rawpy (PyPI), installed below with numpy. The web page is
-# run in headless Chromium (board/check-page.sh).
+# run in headless Chromium (board/check-page.sh). gdb prints the stacks of a test run that hangs
+# (board/swift-test.sh).
 packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libpng-dev libsqlite3-dev sqlite3
 	libcurl4-openssl-dev libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip
-	chromium)
+	chromium gdb)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod udev

@@ -34,22 +34,31 @@ board/setup-host.sh --board || { echo "setup-host failed"; exit 1; }
 
 passed=0
 failed=0
+failed_names=()
+# Each tier's output is kept, so that the end of the log (all a CI summary may show) says what
+# failed in a failed tier, not only that it did.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+summary=()
 run_tier() {
 	local name=$1
 	shift
 	echo "=== tier $name"
 	local start=$SECONDS
-	if "$@"; then
+	if "$@" > >(tee "$logs/$name.log") 2>&1; then
 		passed=$((passed + 1))
+		summary+=("$name passed ($((SECONDS - start)) s)")
 		echo "=== tier $name passed ($((SECONDS - start)) s)"
 	else
 		failed=$((failed + 1))
+		failed_names+=("$name")
+		summary+=("$name FAILED ($((SECONDS - start)) s)")
 		echo "=== tier $name FAILED ($((SECONDS - start)) s)"
 	fi
 }
 
 unit() {
-	board/check-c.sh && swift build --build-tests && timeout 1200 swift test --skip-build && board/check-example.sh
+	board/check-c.sh && swift build --build-tests && board/swift-test.sh 1200 && board/check-example.sh
 }
 
 run_tier unit unit
@@ -70,5 +79,17 @@ board() {
 run_tier virtual-board board
 run_tier cross Cross/test-cross.sh
 
+sleep 1 # the last tier's tee writes out its end
+for name in "${failed_names[@]}"; do
+	echo "=== what failed in tier $name (the lines that say so, then its last 25 lines)"
+	# swift-testing's failures (✘), the unit tier's hang report (board/swift-test.sh: the tests
+	# left running and where its threads were, without the full stacks), the scripts' errors.
+	sed '/^swift-test: every thread/,$d' "$logs/$name.log" |
+		grep -E '✘|FAIL|[Ff]ailed|error:|[Tt]imed out|^swift-test:|^    [A-Za-z]' |
+		grep -v 'Compiling\|warning:\|Setting up' | head -80
+	echo "--- the end of tier $name"
+	sed '/^swift-test: every thread/,$d' "$logs/$name.log" | tail -25
+done
+printf '=== %s\n' "${summary[@]}"
 echo "tiers: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
