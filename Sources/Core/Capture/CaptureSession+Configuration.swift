@@ -32,7 +32,7 @@ extension CaptureSession {
         let (controls, kinds) = (plan.controls, plan.locks)
         var result = ConfigurationResult()
         result.adjustments = plan.adjustments
-        guard running else { throw failure ?? ShutterbugError(.invalidState, "the session is not running") }
+        guard life.running else { throw life.failure ?? ShutterbugError(.invalidState, "the session is not running") }
         // What stays in force outside captures changes only once every setting was accepted.
         machine.baseline = plan.baseline
         if kinds.isEmpty || !waiting {
@@ -48,7 +48,7 @@ extension CaptureSession {
         for kind in kinds {
             let id = waiters.newID()
             ids.append(id)
-            locks.add(id: id, kind: kind, now: now(), timeLimit: limit)
+            locks.add(id: id, kind: kind, now: camera.now(), timeLimit: limit)
         }
         feeder.enqueue(controls, locks: ids)
         topUp()
@@ -71,7 +71,7 @@ extension CaptureSession {
     func waitForLock(_ id: Int) async throws -> SyncPoint {
         try await withCheckedThrowingContinuation { c in
             if let outcome = waiters.lockOutcomes.removeValue(forKey: id) { return c.resume(with: outcome) }
-            if let f = failure { return c.resume(throwing: f) }
+            if let f = life.failure { return c.resume(throwing: f) }
             waiters.locks[id] = c
         }
     }

@@ -23,7 +23,7 @@ extension CaptureSession {
     /// frames keeps them coming.
     public func requests(count: Int) -> AsyncStream<RequestRecord> {
         let (stream, c) = AsyncStream<RequestRecord>.makeStream(bufferingPolicy: .bufferingNewest(1024))
-        guard count > 0, failure == nil else {
+        guard count > 0, life.failure == nil else {
             c.finish()
             return stream
         }
@@ -38,7 +38,7 @@ extension CaptureSession {
     /// The returned stream finishes when `count` requests were seen or the session stops.
     public func requests(count: Int, handler: @escaping @Sendable (RequestRecord) -> Void) -> AsyncStream<Void> {
         let (stream, done) = AsyncStream<Void>.makeStream()
-        guard count > 0, failure == nil else {
+        guard count > 0, life.failure == nil else {
             done.finish()
             return stream
         }

@@ -1,8 +1,8 @@
 import CaptureScheduler
 import ShutterbugCore
 
-/// The session's own bookkeeping beside the machines: how completions reach it, who waits on
-/// what, and what the frames have shown.
+/// The session's own bookkeeping beside the machines: its life, the camera's traits, how
+/// completions reach it, and who waits on what.
 extension CaptureSession {
     /// How completions reach the session.
     enum Delivery {
@@ -13,6 +13,31 @@ extension CaptureSession {
         case direct
         /// Stopped: a session runs once.
         case ended
+    }
+
+    /// The session's life: prepared (configuration and buffers), running or stopped, failed,
+    /// how completions come in, and the ticker that lets the machines see time pass while
+    /// something waits.
+    struct Life {
+        var configuration: CameraConfiguration?
+        var slots = 0
+        var photos = 0
+        var running = false
+        var failure: ShutterbugError?
+        var delivery = Delivery.none
+        var ticker: Task<Void, Never>?
+        /// Set while the machine's actions are carried out: one applier at a time, in order.
+        var applying = false
+    }
+
+    /// The camera as the session uses it: its clock (its frames' timestamps are on it), its
+    /// timing for a configuration, and its constant traits, read once (not per frame through
+    /// the existential).
+    struct CameraTraits {
+        let now: @Sendable () -> SensorTime
+        let timing: @Sendable (CameraConfiguration) -> CameraTiming
+        let framesOnTriggerOnly: Bool
+        let pacesByDemand: Bool
     }
 
     /// Whoever waits on the machines, by id.
@@ -28,32 +53,6 @@ extension CaptureSession {
         mutating func newID() -> Int {
             lastID += 1
             return lastID
-        }
-    }
-
-    /// What the frames have shown: the counts, and the camera's time as they bring it.
-    struct FramesSeen {
-        var statistics = FrameStatistics()
-        /// The newest non-cancelled frame's sequence, for the dropped-frame count.
-        var lastCounted: UInt32?
-        /// The newest frame's `SensorTimestamp`: a gap after it on the camera's clock is judged.
-        var lastFrameTime: SensorTime?
-        /// While a frame of a camera that paces by demand is handled, its own time on the
-        /// camera's clock: what the machines count progress by. (In virtual time the camera's
-        /// clock may already be far past the frame: the simulated sensor runs ahead, over a
-        /// stall too.)
-        var frameTime: SensorTime?
-
-        mutating func count(_ c: CompletedRequest) {
-            switch c.status {
-            case .complete: statistics.frames += 1
-            case .startup: statistics.startup += 1
-            case .error: statistics.errors += 1
-            case .cancelled: return
-            }
-            let s = c.metadata.sequence
-            if let last = lastCounted, s > last &+ 1, s &- last < 1 << 20 { statistics.dropped += Int(s &- last &- 1) }
-            lastCounted = s
         }
     }
 }

@@ -20,12 +20,8 @@ public actor CaptureSession {
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
         eventLoop?.asUnownedSerialExecutor() ?? poolExecutor.unownedExecutor
     }
-    /// The camera: its clock (its frames' timestamps are on it), its timing for a
-    /// configuration, and its constant traits, read once (not per frame through the existential).
-    let now: @Sendable () -> SensorTime
-    let timingForConfiguration: @Sendable (CameraConfiguration) -> CameraTiming
-    let framesOnTriggerOnly: Bool
-    let pacesByDemand: Bool
+    /// The camera's clock, its timing for a configuration and its constant traits.
+    let camera: CameraTraits
     /// Request slots beyond a bracket's photos, so the sensor never starves while photos are
     /// held: the pipeline depth.
     public static let pipelineDepth = RequestFeeder.pipelineDepth
@@ -40,12 +36,8 @@ public actor CaptureSession {
     // depends on Shutterbug could not build with); the compile-time checks stay, and the
     // machines they hold are values that never call back into the session.
 
-    /// The configuration in force, once prepared, with its buffers: slots allocated, and how
-    /// many of them a bracket may hold.
-    @exclusivity(unchecked) public private(set) var configuration: CameraConfiguration?
-    @exclusivity(unchecked) var buffers = (slots: 0, photos: 0)
-    @exclusivity(unchecked) var running = false
-    @exclusivity(unchecked) var failure: ShutterbugError?
+    /// Prepared, running, failed or stopped; how completions come in.
+    @exclusivity(unchecked) var life = Life()
     /// The pure machines: the requests (slots, numbers, controls between captures, warm-up),
     /// the captures and triggers (frames in, actions out), and the locks.
     @exclusivity(unchecked) var feeder = RequestFeeder()
@@ -56,13 +48,7 @@ public actor CaptureSession {
     /// Whoever waits on the machines: captures' event streams, locks, triggers, the warm-up.
     @exclusivity(unchecked) var waiters = Waiters()
     /// What the frames have shown: counts, and the camera's time as they bring it.
-    @exclusivity(unchecked) var seen = FramesSeen()
-    /// How completions come in (a task of the session's, or directly on the camera's loop),
-    /// and the ticker that lets the machines see time pass while something waits.
-    @exclusivity(unchecked) var delivery = Delivery.none
-    @exclusivity(unchecked) var ticker: Task<Void, Never>?
-    /// Set while the machine's actions are carried out: one applier at a time, in order.
-    @exclusivity(unchecked) var applying = false
+    @exclusivity(unchecked) var seen = FrameTally()
 
     /// - Parameters:
     ///   - clock: the time the bracket scheduler judges stalls by; default the camera's own
@@ -80,12 +66,13 @@ public actor CaptureSession {
                 memoryBudget: MemoryBudget = .system(), executor: (any CameraEventLoop)? = nil) {
         self.backend = backend
         self.eventLoop = executor ?? backend.executor
-        self.framesOnTriggerOnly = backend.framesOnTriggerOnly
-        self.pacesByDemand = backend.pacesByDemand
+        self.camera = CameraTraits(now: clock ?? { [backend] in backend.now }, timing: timing ?? { [backend] _ in backend.timing },
+                                   framesOnTriggerOnly: backend.framesOnTriggerOnly, pacesByDemand: backend.pacesByDemand)
         self.memoryBudget = memoryBudget
-        self.now = clock ?? { [backend] in backend.now }
-        self.timingForConfiguration = timing ?? { [backend] _ in backend.timing }
     }
+
+    /// The configuration in force, once prepared.
+    public var configuration: CameraConfiguration? { life.configuration }
 
     /// The camera's timing in the configured mode (known once `prepare` has configured it).
     public var timing: CameraTiming { machine.timing }
@@ -102,24 +89,14 @@ public actor CaptureSession {
     public var latestFrame: FrameMetadata? { machine.newest }
 
     /// What the session has seen since it started, for metrics.
-    public struct FrameStatistics: Sendable, Hashable {
-        /// Frames completed and usable.
-        public var frames = 0
-        /// Start-up frames (AE/AWB converging after start).
-        public var startup = 0
-        /// Frames returned with an error.
-        public var errors = 0
-        /// Frames the sensor made that never came back: gaps in the sequence numbers.
-        public var dropped = 0
-        public init() {}
-    }
+    public typealias FrameStatistics = CaptureScheduler.FrameStatistics
 
     /// Counts of the frames seen since the session started.
     public var statistics: FrameStatistics { seen.statistics }
 
     /// Why the session failed (a request error, a camera that went away), if it did; `stop`
     /// itself is not a failure.
-    public var failureReason: ShutterbugError? { running ? failure : nil }
+    public var failureReason: ShutterbugError? { life.running ? life.failure : nil }
 
     /// Photos held by the consumer (not yet released), and frames held by sinks.
     public var photosHeld: Int { feeder.ledger.holders }
@@ -164,31 +141,17 @@ public actor CaptureSession {
     ///   outside 1...8; `.invalidState` while running.
     @discardableResult
     public func prepare(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) throws -> CameraConfiguration {
-        guard !running else { throw ShutterbugError(.invalidState, "the session is running; stop it before configuring it again") }
-        guard (1...32).contains(preparedBracketCount) else {
-            throw ShutterbugError(.invalidArgument, "prepared bracket count must be in 1...32, not \(preparedBracketCount)")
-        }
-        guard (1...8).contains(framesPerSink) else {
-            throw ShutterbugError(.invalidArgument, "frames per sink must be in 1...8, not \(framesPerSink)")
-        }
-        let sinkBuffers = sinks.count * framesPerSink
-        let requests = streams.map { r -> StreamRequest in
-            var s = r
-            s.bufferCount = preparedBracketCount + Self.pipelineDepth + sinkBuffers
-            return s
-        }
+        guard !life.running else { throw ShutterbugError(.invalidState, "the session is running; stop it before configuring it again") }
+        let plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink)
         // A camera an earlier session used may still hold that session's cancelled requests
         // (stop returns them): they are not this session's, and their slots are about to be
         // allocated afresh.
         while backend.completions.tryNext() != nil {}
-        let config = try backend.configure(requests)
-        guard config.bufferBytes <= memoryBudget.bytes else {
-            throw ShutterbugError(.invalidArgument, "this configuration needs \(config.bufferDescription) of buffers (\(preparedBracketCount) for a bracket, \(Self.pipelineDepth) in flight\(sinkBuffers > 0 ? ", \(sinkBuffers) for sinks" : "") per stream), over the memory budget of \(memoryBudget); ask for fewer bracket steps, a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
-        }
-        configuration = config
-        machine = CaptureMachine(timing: timingForConfiguration(config), limits: backend.controlLimits, keepsNewest: framesOnTriggerOnly)
+        let config = try backend.configure(plan.requests(streams))
+        try plan.check(config, within: memoryBudget)
+        machine = CaptureMachine(timing: camera.timing(config), limits: backend.controlLimits, keepsNewest: camera.framesOnTriggerOnly)
         let slots = try backend.allocate()
-        buffers = (slots, max(1, slots - Self.pipelineDepth - sinkBuffers))
+        (life.configuration, life.slots, life.photos) = (config, slots, plan.photos(slots: slots))
         fanOut.setSinks(sinks, quota: framesPerSink)
         return config
     }
@@ -202,11 +165,11 @@ public actor CaptureSession {
     /// - Throws: `.invalidState` when not prepared, already running, or stopped (a session runs
     ///   once).
     public func start(controls: CameraControls? = nil) async throws {
-        guard buffers.slots > 0 else { throw ShutterbugError(.invalidState, "the session is not prepared: call prepare(streams:) first") }
-        guard !running else { throw ShutterbugError(.invalidState, "the session is already running") }
+        guard life.slots > 0 else { throw ShutterbugError(.invalidState, "the session is not prepared: call prepare(streams:) first") }
+        guard !life.running else { throw ShutterbugError(.invalidState, "the session is already running") }
         // One run per session: a stopped session's requests may still be coming back.
-        guard failure == nil, case .none = delivery else {
-            throw ShutterbugError(.invalidState, "a session runs once; this one has stopped (\(failure?.message ?? "stopped")): make a new CaptureSession")
+        guard life.failure == nil, case .none = life.delivery else {
+            throw ShutterbugError(.invalidState, "a session runs once; this one has stopped (\(life.failure?.message ?? "stopped")): make a new CaptureSession")
         }
         var baseline = CameraControls(aeEnabled: true, awbEnabled: true,
                                       frameDurationLimits: timing.everyFramePeriod...max(timing.everyFramePeriod, .milliseconds(250)))
@@ -214,9 +177,9 @@ public actor CaptureSession {
         if let controls { baseline = controls }
         machine.baseline = baseline
         feeder.refused(try backend.start(controls: baseline))
-        running = true
+        life.running = true
         // A triggered sensor makes frames only when pulsed: there is nothing to warm up on.
-        feeder.start(slots: buffers.slots, warmUp: !framesOnTriggerOnly)
+        feeder.start(slots: life.slots, warmUp: !camera.framesOnTriggerOnly)
         topUp()
         let completions = backend.completions
         if let eventLoop {
@@ -224,7 +187,7 @@ public actor CaptureSession {
             // camera's event is heard, outside any of the session's jobs (so the handler is
             // the actor's only runner, as a job would be): a frame costs no task resumption,
             // as cam's event loop callback costs none.
-            delivery = .direct
+            life.delivery = .direct
             completions.consumeDirectly(on: eventLoop, completion: { [weak self] c in
                 // The queue hands a completion over only on the loop's thread between its jobs
                 // (`isBetweenJobs`), so no job of this actor runs and the thread may act as it;
@@ -235,9 +198,9 @@ public actor CaptureSession {
                 self?.assumeIsolated { $0.fail(error) }
             })
         } else {
-            delivery = .pump(Task { await self.pumpCompletions(completions) })
+            life.delivery = .pump(Task { await self.pumpCompletions(completions) })
         }
-        if pacesByDemand && feeder.warmUpLeft > 0 {
+        if camera.pacesByDemand && feeder.warmUpLeft > 0 {
             // The warm-up frames run, and come back, before anything else is asked for.
             await withCheckedContinuation { waiters.warmedUp = $0 }
         }
@@ -264,8 +227,8 @@ public actor CaptureSession {
     /// see time pass every quarter second on the camera's clock, so a camera that stops
     /// delivering frames fails the wait with the cause instead of hanging it.
     func startTicking() {
-        guard ticker == nil else { return }
-        ticker = Task { [weak self] in
+        guard life.ticker == nil else { return }
+        life.ticker = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(250))
                 guard let self, await self.keepTicking() else { return }
@@ -275,32 +238,32 @@ public actor CaptureSession {
 
     func keepTicking() -> Bool {
         tick()
-        if (machine.isIdle && locks.isEmpty) || !running {
-            ticker = nil
+        if (machine.isIdle && locks.isEmpty) || !life.running {
+            life.ticker = nil
             return false
         }
         return true
     }
 
     /// The most steps a bracket can have with the buffers prepared.
-    public var maxBracketedCapturePhotoCount: Int { buffers.photos }
+    public var maxBracketedCapturePhotoCount: Int { life.photos }
 
     /// Stops streaming: captures in progress fail, held photos stay readable until released.
     public func stop() {
-        guard running else { return }
-        running = false
+        guard life.running else { return }
+        life.running = false
         if let slot = machine.dropRetained() { returnSlot(slot) }
         try? backend.stop()
-        switch delivery {
+        switch life.delivery {
         case .direct: backend.completions.endDirectConsumer()
         case .pump(let task): task.cancel()
         case .none, .ended: break
         }
         // Not `.none`: a session runs once.
-        delivery = .ended
-        ticker?.cancel()
-        ticker = nil
-        seen.lastFrameTime = nil
+        life.delivery = .ended
+        life.ticker?.cancel()
+        life.ticker = nil
+        seen.stopped()
         fail(ShutterbugError(.invalidState, "the session stopped"))
     }
 
@@ -310,7 +273,7 @@ public actor CaptureSession {
     /// buffers until released.
     public func capture(_ settings: PhotoSettings) -> AsyncThrowingStream<CaptureEvent, any Error> {
         let (stream, continuation) = AsyncThrowingStream<CaptureEvent, any Error>.makeStream()
-        if let f = failure ?? (running ? nil : ShutterbugError(.invalidState, "the session is not running")) {
+        if let f = life.failure ?? (life.running ? nil : ShutterbugError(.invalidState, "the session is not running")) {
             continuation.finish(throwing: f)
             return stream
         }
@@ -329,7 +292,7 @@ public actor CaptureSession {
             if case .cancelled = reason { Task { await self?.cancel(captureID: id) } }
         }
         waiters.captures[id] = continuation
-        machine.add(settings, now: now())
+        machine.add(settings, now: camera.now())
         startTicking()
         topUp()
         return stream
@@ -341,52 +304,31 @@ public actor CaptureSession {
     /// - Throws: `.unsupported` for a bracket the camera has no controls for, or
     ///   `.invalidArgument` for more steps than `maxBracketedCapturePhotoCount`, with the range.
     public func validate(_ settings: PhotoSettings) throws {
-        guard let b = settings.bracket else { return }
-        let supported = backend.controlLimits.supported
-        if case .lensPositions = b {
-            guard supported.contains(.lensPosition) else {
-                throw ShutterbugError(.unsupported, "\(backend.info.id) has no focus motor; a focus bracket needs a camera with one, such as sim:imx708")
-            }
-        } else if !supported.isSuperset(of: [.exposureTime, .analogueGain]) {
-            throw ShutterbugError(.unsupported, "\(backend.info.id) does not support ExposureTime and AnalogueGain, so it cannot bracket exposures")
-        }
-        if case .manualExposure(let steps) = b {
-            let targets = steps.map { machine.adjust(exposure: $0.duration, gain: $0.gain.value, what: "").0 }
-            if let reason = machine.ambiguity(targets) { throw ShutterbugError(.invalidArgument, reason) }
-        }
-        let (slots, prepared) = buffers
-        guard (1...prepared).contains(b.count) else {
-            throw ShutterbugError(.invalidArgument, "a bracket of \(b.count) steps does not fit: \(backend.info.id) has \(slots) buffers per stream and \(Self.pipelineDepth) stay in flight for the pipeline, so maxBracketedCapturePhotoCount is \(prepared) (accepted 1...\(prepared))")
-        }
+        try machine.validate(settings, camera: backend.info.id, slots: life.slots, photos: life.photos)
     }
 
     // MARK: Frames
 
     func handle(_ c: CompletedRequest) {
-        let m = c.metadata
         // Time is the camera's. A camera that paces its frames by demand (virtual time) has a
         // clock that jumps over a stall, so no tick sees the stall pass: a frame that comes
         // after a gap lets the machines judge the gap before they take it, and progress is
         // counted by the frames' own times. A real-time camera's stalls are seen by the ticks,
         // which never blame the camera for frames it dropped while the session was starved
         // of CPU (that gap is ours).
-        if pacesByDemand, let ts = m.sensorTimestamp, c.status != .cancelled {
-            if let previous = seen.lastFrameTime, ts - previous > Self.gapWorthJudging, !(machine.isIdle && locks.isEmpty) {
-                judge(at: ts)
-            }
-            seen.lastFrameTime = ts
-            seen.frameTime = ts
+        if camera.pacesByDemand, let gapEnd = seen.arrived(c), !(machine.isIdle && locks.isEmpty) {
+            judge(at: gapEnd)
         }
-        defer { seen.frameTime = nil }
+        defer { seen.handled() }
         seen.count(c)
         fanOut.publish(c, carriedControlsFor: fanOut.records(c.status) ? feeder.carriedControls(c.cookie) : nil)
-        if !locks.isEmpty { perform(locks.complete(cookie: c.cookie, status: c.status, metadata: m, now: progressTime(), timing: timing)) }
+        if !locks.isEmpty { perform(locks.complete(cookie: c.cookie, status: c.status, metadata: c.metadata, now: progressTime(), timing: timing)) }
         var sinkHolds = 0
         if c.status == .complete, fanOut.sinkCount > 0 {
             let slot = c.slot
             sinkHolds = fanOut.offerToSinks(c) { i in BufferLease { [weak self] in Task { await self?.sinkReleased(i, slot: slot) } } }
         }
-        let holders = sinkHolds + machine.frame(c, now: progressTime(), clock: seen.frameTime == nil ? nil : now(), otherHolders: sinkHolds)
+        let holders = sinkHolds + machine.frame(c, now: progressTime(), clock: seen.frameTime == nil ? nil : camera.now(), otherHolders: sinkHolds)
         let warmUpEnded = feeder.completed(c, holders: holders)
         if holders > 0 { fanOut.held(feeder.ledger.holders) }
         if warmUpEnded, let w = waiters.warmedUp {
@@ -404,11 +346,11 @@ public actor CaptureSession {
         applyMachineActions()
         // Not once the session failed: a camera that refuses requests would hand the slot
         // straight back, and this would spin.
-        while running, failure == nil, let (slot, request) = feeder.nextToQueue() {
+        while life.running, life.failure == nil, let (slot, request) = feeder.nextToQueue() {
             requeue(slot, request: request)
         }
         applyMachineActions()
-        if pacesByDemand { backend.allowFrames(hasDemand) }
+        if camera.pacesByDemand { backend.allowFrames(hasDemand) }
     }
 
     var hasDemand: Bool {
@@ -416,14 +358,14 @@ public actor CaptureSession {
     }
 
     /// When progress was made: the frame being handled's time, else the camera's clock.
-    func progressTime() -> SensorTime { seen.frameTime ?? now() }
+    func progressTime() -> SensorTime { seen.frameTime ?? camera.now() }
 
     func requeue(_ slot: Int, request cookie: UInt64) {
-        guard running else { return }
+        guard life.running else { return }
         // A capture's own controls (a bracket step, a phase lock's pre-roll); between captures,
         // controls asked for this request, a configuration, a restore; else none (a filler).
         var controls = CameraControls()  // none (not the static: a once-check per frame)
-        if let c = machine.controls(forRequest: cookie, queued: feeder.ledger.queuedCount, now: progressTime(), clock: seen.frameTime == nil ? nil : now()) {
+        if let c = machine.controls(forRequest: cookie, queued: feeder.ledger.queuedCount, now: progressTime(), clock: seen.frameTime == nil ? nil : camera.now()) {
             controls = c
         } else if machine.isBetweenCaptures, let w = feeder.betweenCaptures(cookie) {
             controls = w.controls
@@ -433,16 +375,16 @@ public actor CaptureSession {
             feeder.refused(try backend.queue(slot: slot, cookie: cookie, controls: controls))
         } catch {
             feeder.queueFailed(slot)
-            if running { fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)")) }
+            if life.running { fail(error as? ShutterbugError ?? ShutterbugError(.system, "\(error)")) }
         }
     }
 
     /// Carries out the capture machine's actions, in order: events to the captures' streams,
     /// frames to triggers, holds given back, the baseline restored.
     func applyMachineActions() {
-        guard !applying, machine.hasActions else { return }
-        applying = true
-        defer { applying = false }
+        guard !life.applying, machine.hasActions else { return }
+        life.applying = true
+        defer { life.applying = false }
         while machine.hasActions {
             for a in machine.takeActions() { apply(a) }
         }
@@ -486,7 +428,7 @@ public actor CaptureSession {
     }
 
     func fail(_ error: ShutterbugError) {
-        failure = failure ?? error
+        life.failure = life.failure ?? error
         waiters.warmedUp?.resume()
         waiters.warmedUp = nil
         machine.failAll(error)
@@ -500,7 +442,7 @@ public actor CaptureSession {
 
     func cancel(captureID: Int64) {
         guard waiters.captures.removeValue(forKey: captureID) != nil else { return }
-        machine.cancel(captureID, now: now())
+        machine.cancel(captureID, now: camera.now())
         topUp()
     }
 
@@ -511,12 +453,8 @@ public actor CaptureSession {
     /// frames in the backlog are the progress, and the next tick after them judges again.
     func tick() {
         guard backend.completions.isConsumerIdle else { return }
-        judge(at: now())
+        judge(at: camera.now())
     }
-
-    /// Shorter gaps between frames than this are not judged as they come (every wait's limit
-    /// is longer): one comparison per frame.
-    static let gapWorthJudging = Duration.seconds(1)
 
     /// Lets the state machines see the camera's clock at `t`: stalled locks, triggers and
     /// captures fail.
