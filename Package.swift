@@ -100,6 +100,9 @@ let package = Package(
         .target(name: "HTTPTransfer", dependencies: ["CCurl"], path: "Sources/Service/HTTPTransfer"),
         // `shutterbug doctor`: the system's facts read as the user, judged by pure checks.
         .target(name: "Doctor", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Service/Doctor"),
+        // Many Pis as one camera: MQTT topics, Home Assistant discovery, fleet commands and
+        // the clock's synchronisation (pure; the MQTT client over libmosquitto is to come).
+        .target(name: "Fleet", dependencies: ["ShutterbugCore"], path: "Sources/Service/Fleet"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 
         // Commands: argument parsing and printing.
@@ -149,6 +152,7 @@ let package = Package(
         .testTarget(name: "HTTPTransferTests", dependencies: ["HTTPTransfer", .product(name: "Hummingbird", package: "hummingbird"),
                                                               .product(name: "HummingbirdTesting", package: "hummingbird")]),
         .testTarget(name: "DoctorTests", dependencies: ["Doctor"]),
+        .testTarget(name: "FleetTests", dependencies: ["Fleet", "ShutterbugCore"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "Journal", "ImageOutput", "Timelapse", "ShutterbugCore", "Capture", "CaptureScheduler", "SimulatedCamera", "ProcessTriggers"]),
         .testTarget(name: "CaptureTests", dependencies: ["ShutterbugPosix", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "ProcessTriggers", "TestSupport"]),
         .testTarget(name: "ImageOutputTests", dependencies: ["ShutterbugPosix", "ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),
