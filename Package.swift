@@ -47,6 +47,7 @@ let package = Package(
         // HTTP through libcurl (Debian's libcurl4): the CLI's client and uploads signed with SigV4.
         .target(name: "CCurl", path: "Sources/C/CCurl", linkerSettings: [.linkedLibrary("curl")]),
         .systemLibrary(name: "CSQLite", path: "Sources/C/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CMosquitto", path: "Sources/C/CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CDRM", path: "Sources/C/CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
         // DNG (libtiff), JPEG (libjpeg-turbo), EXIF (libexif) and PNG (libpng), behind one plain C header.
         // Raw Bayer codecs with no library behind them (the Pi 5's PISP_COMP1).
@@ -103,6 +104,9 @@ let package = Package(
         // Many Pis as one camera: MQTT topics, Home Assistant discovery, fleet commands and
         // the clock's synchronisation (pure; the MQTT client over libmosquitto is to come).
         .target(name: "Fleet", dependencies: ["ShutterbugCore"], path: "Sources/Service/Fleet"),
+        // MQTT 5 over libmosquitto: publishing never waits on the network, reconnects with
+        // backoff, retained state and subscriptions restored on every connection.
+        .target(name: "MQTT", dependencies: ["CMosquitto", "ShutterbugCore"], path: "Sources/Service/MQTT"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 
         // Commands: argument parsing and printing.
@@ -153,6 +157,7 @@ let package = Package(
                                                               .product(name: "HummingbirdTesting", package: "hummingbird")]),
         .testTarget(name: "DoctorTests", dependencies: ["Doctor"]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "ShutterbugCore"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "TestSupport"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "Journal", "ImageOutput", "Timelapse", "ShutterbugCore", "Capture", "CaptureScheduler", "SimulatedCamera", "ProcessTriggers"]),
         .testTarget(name: "CaptureTests", dependencies: ["ShutterbugPosix", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "ProcessTriggers", "TestSupport"]),
         .testTarget(name: "ImageOutputTests", dependencies: ["ShutterbugPosix", "ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),

@@ -10,10 +10,12 @@ set -euo pipefail
 # for the output benchmark).
 # Colour is checked by LibRaw through rawpy (PyPI), installed below with numpy. The web page is
 # run in headless Chromium (board/check-page.sh). gdb prints the stacks of a test run that hangs
-# (board/swift-test.sh).
+# (board/swift-test.sh). libmosquitto for the MQTT client; Mosquitto itself is the broker its
+# tests start on a port of their own (on a machine with systemd the package also starts a broker
+# on localhost:1883, which the tests do not use).
 packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libpng-dev libsqlite3-dev sqlite3
 	libcurl4-openssl-dev libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip
-	chromium gdb)
+	chromium gdb libmosquitto-dev mosquitto)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod udev

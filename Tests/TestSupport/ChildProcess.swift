@@ -73,9 +73,12 @@ private final class LockedData: @unchecked Sendable {
 }
 
 /// SQLite's shell on a database: its output, trimmed. A failing query throws with sqlite3's
-/// message, so a test sees why.
+/// message, so a test sees why. The shell waits up to 10 s for a lock as the product's own
+/// connections do (5 s): a journal a running service writes may be locked a moment (WAL
+/// recovery, a checkpoint), and on a loaded machine the shell without a timeout failed at once
+/// with "database is locked".
 public func sqlite(_ db: String, _ sql: String) async throws -> String {
-    let r = try await runChild("/usr/bin/sqlite3", [db, sql])
+    let r = try await runChild("/usr/bin/sqlite3", ["-cmd", ".timeout 10000", db, sql])
     guard r.status == 0 else { throw SQLiteShellError(message: "sqlite3 \(db) \"\(sql)\": \(r.err)") }
     return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
 }

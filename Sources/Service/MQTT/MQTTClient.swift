@@ -1,0 +1,215 @@
+import CMosquitto
+#if canImport(Glibc)
+import Glibc
+#endif
+import ShutterbugCore
+import Synchronization
+
+private let success = Int32(MOSQ_ERR_SUCCESS.rawValue)
+
+/// One MQTT message as it came in.
+public struct MQTTMessage: Sendable, Hashable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var retained: Bool
+    /// MQTT 5: where the sender wants the answer, and what to send back with it.
+    public var responseTopic: String?
+    public var correlationData: [UInt8]?
+
+    public init(topic: String, payload: [UInt8], retained: Bool = false, responseTopic: String? = nil, correlationData: [UInt8]? = nil) {
+        (self.topic, self.payload, self.retained, self.responseTopic, self.correlationData) = (topic, payload, retained, responseTopic, correlationData)
+    }
+}
+
+/// Where a client connects and as whom.
+public struct MQTTOptions: Sendable {
+    public var host: String
+    public var port: Int
+    public var clientID: String
+    public var username: String?
+    public var password: String?
+    /// Published by the broker, retained, when the connection is lost without a goodbye.
+    public var will: (topic: String, payload: [UInt8])?
+    public var keepAlive: Int = 30
+    /// The wait before a reconnection, doubling up to the maximum.
+    public var reconnectDelay: ClosedRange<Int> = 1...30
+
+    public init(host: String, port: Int = 1883, clientID: String, username: String? = nil, password: String? = nil, will: (topic: String, payload: [UInt8])? = nil) {
+        (self.host, self.port, self.clientID, self.username, self.password, self.will) = (host, port, clientID, username, password, will)
+    }
+}
+
+/// An MQTT 5 client over libmosquitto, its network on libmosquitto's own thread: publishing
+/// only queues (it never waits on the network, so a broker that is down never stalls a
+/// capture), the library reconnects with a doubling delay, and on every connection the client
+/// subscribes again and publishes its retained state again (a broker restarted without
+/// persistence has forgotten it).
+public final class MQTTClient: Sendable {
+    private struct State {
+        var subscriptions: [String: Int32] = [:]
+        /// The newest payload of each retained topic this client owns.
+        var retained: [String: [UInt8]] = [:]
+        var connected = false
+        var connections = 0
+        /// Messages not sent because the client was not connected.
+        var unsent = 0
+        var stopped = false
+    }
+
+    private let handle: Handle
+    private let state = Mutex(State())
+    private let incoming: AsyncStream<MQTTMessage>.Continuation
+    /// Every message on the topics subscribed to, in order; ends when the client stops.
+    public let messages: AsyncStream<MQTTMessage>
+    private let events: AsyncStream<Bool>.Continuation
+    /// True on each connection, false on each loss; ends when the client stops.
+    public let connectionChanges: AsyncStream<Bool>
+
+    /// libmosquitto's handle, sendable: the library locks its own state.
+    private final class Handle: @unchecked Sendable {
+        let mosq: OpaquePointer
+        init(_ m: OpaquePointer) { mosq = m }
+    }
+
+    private static let initialised: Bool = { mosquitto_lib_init() == success }()
+
+    /// - Throws: `.invalidArgument` for a port outside 1...65535 or a client id libmosquitto
+    ///   refuses; `.system` when the library cannot start.
+    public init(_ options: MQTTOptions) throws {
+        guard Self.initialised else { throw ShutterbugError(.system, "libmosquitto could not be initialised") }
+        guard (1...65535).contains(options.port) else { throw ShutterbugError(.invalidArgument, "the MQTT port must be in 1...65535, not \(options.port)") }
+        (messages, incoming) = AsyncStream<MQTTMessage>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        (connectionChanges, events) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        guard let m = mosquitto_new(options.clientID, true, nil) else {
+            throw ShutterbugError(.invalidArgument, "libmosquitto refused the client id '\(options.clientID.prefix(80))'")
+        }
+        handle = Handle(m)
+        mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
+        _ = sbmosq_use_v5(m)
+        if let u = options.username { mosquitto_username_pw_set(m, u, options.password) }
+        if let w = options.will { _ = w.payload.withUnsafeBytes { sbmosq_will(m, w.topic, $0.baseAddress, Int32($0.count), 1, true) } }
+        mosquitto_reconnect_delay_set(m, UInt32(max(1, options.reconnectDelay.lowerBound)), UInt32(max(1, options.reconnectDelay.upperBound)), true)
+        mosquitto_connect_v5_callback_set(m) { _, user, rc, _, _ in
+            guard let user else { return }
+            Unmanaged<MQTTClient>.fromOpaque(user).takeUnretainedValue().connected(rc == 0)
+        }
+        mosquitto_disconnect_v5_callback_set(m) { _, user, _, _ in
+            guard let user else { return }
+            Unmanaged<MQTTClient>.fromOpaque(user).takeUnretainedValue().lost()
+        }
+        mosquitto_message_v5_callback_set(m) { _, user, message, props in
+            guard let user, let message else { return }
+            Unmanaged<MQTTClient>.fromOpaque(user).takeUnretainedValue().received(message.pointee, props)
+        }
+        // The first connection is made on the network thread too: a broker that is down now is
+        // tried again with the reconnection delay, and nothing here waits for it.
+        _ = mosquitto_connect_async(m, options.host, Int32(options.port), Int32(max(5, options.keepAlive)))
+        let rc = mosquitto_loop_start(m)
+        guard rc == success else {
+            mosquitto_destroy(m)
+            throw ShutterbugError(.system, "libmosquitto's network thread did not start: \(String(cString: mosquitto_strerror(rc)))")
+        }
+    }
+
+    deinit {
+        stop()
+        mosquitto_destroy(handle.mosq)
+    }
+
+    /// Disconnects (no last will) and stops the network thread; the streams end.
+    public func stop() {
+        let first = state.withLock { s -> Bool in
+            defer { s.stopped = true }
+            return !s.stopped
+        }
+        guard first else { return }
+        mosquitto_disconnect(handle.mosq)
+        mosquitto_loop_stop(handle.mosq, false)
+        incoming.finish()
+        events.finish()
+    }
+
+    /// Whether the client is connected now, how many times it has connected, and how many
+    /// messages it could not send while it was not.
+    public var status: (connected: Bool, connections: Int, unsent: Int) {
+        state.withLock { ($0.connected, $0.connections, $0.unsent) }
+    }
+
+    /// Subscribes now if connected, and again on every connection.
+    public func subscribe(_ topic: String, qos: Int = 1) {
+        let connected = state.withLock { s -> Bool in
+            s.subscriptions[topic] = Int32(qos)
+            return s.connected
+        }
+        if connected { mosquitto_subscribe(handle.mosq, nil, topic, Int32(qos)) }
+    }
+
+    /// Publishes `payload`; a retained one is kept and published again on every connection.
+    /// Returns false when it could not be sent now (not connected, or refused).
+    @discardableResult
+    public func publish(_ topic: String, _ payload: [UInt8], qos: Int = 0, retain: Bool = false, responseTopic: String? = nil, correlationData: [UInt8]? = nil) -> Bool {
+        if retain { state.withLock { $0.retained[topic] = payload } }
+        let rc = send(topic, payload, qos: qos, retain: retain, responseTopic: responseTopic, correlationData: correlationData)
+        if rc != success { state.withLock { $0.unsent += 1 } }
+        return rc == success
+    }
+
+    /// Removes a retained message (an empty retained payload, as Home Assistant's discovery
+    /// takes for "gone"), and stops publishing it again.
+    public func clearRetained(_ topic: String) {
+        state.withLock { _ = $0.retained.removeValue(forKey: topic) }
+        _ = send(topic, [], qos: 1, retain: true, responseTopic: nil, correlationData: nil)
+    }
+
+    private func send(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool, responseTopic: String?, correlationData: [UInt8]?) -> Int32 {
+        payload.withUnsafeBytes { p in
+            (correlationData ?? []).withUnsafeBytes { c in
+                sbmosq_publish(handle.mosq, topic, p.baseAddress, Int32(p.count), Int32(qos), retain, responseTopic,
+                               correlationData == nil ? nil : c.baseAddress, Int32(c.count))
+            }
+        }
+    }
+
+    // MARK: On the network thread
+
+    private func connected(_ ok: Bool) {
+        guard ok else { return }
+        let (subscriptions, retained) = state.withLock { s -> ([String: Int32], [String: [UInt8]]) in
+            s.connected = true
+            s.connections += 1
+            return (s.subscriptions, s.retained)
+        }
+        for (topic, qos) in subscriptions.sorted(by: { $0.key < $1.key }) { mosquitto_subscribe(handle.mosq, nil, topic, qos) }
+        for (topic, payload) in retained.sorted(by: { $0.key < $1.key }) { _ = send(topic, payload, qos: 1, retain: true, responseTopic: nil, correlationData: nil) }
+        events.yield(true)
+    }
+
+    private func lost() {
+        state.withLock { $0.connected = false }
+        events.yield(false)
+    }
+
+    private func received(_ m: mosquitto_message, _ props: OpaquePointer?) {
+        let topic = m.topic.map { String(cString: $0) } ?? ""
+        let payload = m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(m.payloadlen))) } ?? []
+        var response: String?
+        if let r = sbmosq_response_topic(props) {
+            response = String(cString: r)
+            free(r)
+        }
+        var correlation: [UInt8]?
+        var length: UInt16 = 0
+        if let c = sbmosq_correlation(props, &length) {
+            correlation = Array(UnsafeRawBufferPointer(start: c, count: Int(length)))
+            free(c)
+        }
+        incoming.yield(MQTTMessage(topic: topic, payload: payload, retained: m.retain, responseTopic: response, correlationData: correlation))
+    }
+
+    /// Closes the connection under the client without a goodbye, as a network cut would: the
+    /// broker publishes the last will, and the client reconnects. For tests of both.
+    public func cutConnection() {
+        let fd = mosquitto_socket(handle.mosq)
+        if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import MQTT
+import TestSupport
+import Testing
+
+/// A Mosquitto broker of the test's own (Debian's `mosquitto`), on a free loopback port, no
+/// persistence: a restart forgets every retained message.
+final class Broker: @unchecked Sendable {
+    let port: Int
+    let config: String
+    let log: String
+    private var process: Process?
+
+    init() throws {
+        port = try Self.freePort()
+        let dir = NSTemporaryDirectory() + "sb-mqtt-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        config = dir + "/mosquitto.conf"
+        log = dir + "/log"
+        // Its log to standard error, which is a file of ours (started as root, the broker runs
+        // as the mosquitto user and could not open one in this folder itself).
+        try "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n".write(toFile: config, atomically: true, encoding: .utf8)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &a) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        guard ok else { throw BrokerError(message: "no free port on 127.0.0.1: errno \(errno)") }
+        return Int(UInt16(bigEndian: a.sin_port))
+    }
+
+    /// Starts the broker and returns once it accepts connections.
+    func start() async throws {
+        let path = "/usr/sbin/mosquitto"
+        try #require(FileManager.default.isExecutableFile(atPath: path), "Debian's mosquitto is not installed (board/setup-host.sh installs it)")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = ["-c", config]
+        let out = try #require(FileHandle(forWritingAtPath: log))
+        out.seekToEndOfFile()
+        (p.standardOutput, p.standardError) = (out, out)
+        try p.run()
+        process = p
+        // Nothing signals "listening": the port is tried until it answers (or the deadline
+        // says the broker never came up).
+        let port = self.port
+        try await withDeadline(.seconds(30), "mosquitto to listen on 127.0.0.1:\(port)") {
+            while !Self.answers(port) { try await Task.sleep(for: .milliseconds(50)) }
+        }
+    }
+
+    static func answers(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_port = UInt16(port).bigEndian
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &a) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 } }
+    }
+
+    func stop() async throws {
+        guard let p = process else { return }
+        process = nil
+        // SIGKILL, a broker's crash: the test process blocks SIGTERM, and a child started by
+        // Foundation's Process inherits the mask, so mosquitto would never see a SIGTERM.
+        kill(p.processIdentifier, SIGKILL)
+        try await offPool { p.waitUntilExit() }
+    }
+}
+
+struct BrokerError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+/// What a client has received, waited on in order.
+actor Inbox {
+    private var seen: [MQTTMessage] = []
+    private var cursor = 0
+    private var waiter: (predicate: @Sendable (MQTTMessage) -> Bool, continuation: CheckedContinuation<MQTTMessage, Never>)?
+
+    static func of(_ client: MQTTClient) -> Inbox {
+        let inbox = Inbox()
+        Task { for await m in client.messages { await inbox.add(m) } }
+        return inbox
+    }
+
+    func add(_ m: MQTTMessage) {
+        seen.append(m)
+        if let w = waiter, w.predicate(m) {
+            waiter = nil
+            cursor = seen.count
+            w.continuation.resume(returning: m)
+        }
+    }
+
+    /// Forgets what came so far: the next wait takes only a message that comes after this.
+    func skipAll() { cursor = seen.count }
+
+    /// The next message (after the last one waited for) that matches.
+    func next(_ predicate: @escaping @Sendable (MQTTMessage) -> Bool) async -> MQTTMessage {
+        if let i = seen[cursor...].firstIndex(where: predicate) {
+            cursor = i + 1
+            return seen[i]
+        }
+        cursor = seen.count
+        return await withCheckedContinuation { waiter = (predicate, $0) }
+    }
+}
+
+@Suite("MQTT over libmosquitto against a real Mosquitto broker", .serialized, .timeLimit(.minutes(2)))
+struct MQTTClientTests {
+    static func text(_ m: MQTTMessage) -> String { String(decoding: m.payload, as: UTF8.self) }
+
+    @Test("retained state reaches a later subscriber; a command with MQTT 5's response topic and correlation data is answered on that topic with the same data")
+    func commandAndResponse() async throws {
+        let broker = try Broker()
+        try await broker.start()
+        let node = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "node-1", will: ("sb/node-1/availability", Array("offline".utf8))))
+        defer { node.stop() }
+        let nodeInbox = Inbox.of(node)
+        node.subscribe("sb/node-1/cmd")
+        node.publish("sb/node-1/availability", Array("online".utf8), qos: 1, retain: true)
+        let coordinator = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "coordinator"))
+        defer { coordinator.stop() }
+        let inbox = Inbox.of(coordinator)
+        coordinator.subscribe("sb/node-1/availability")
+        coordinator.subscribe("sb/coordinator/reply")
+        let online = try await withDeadline(.seconds(20), "the node's retained 'online'") { await inbox.next { $0.topic == "sb/node-1/availability" } }
+        #expect(Self.text(online) == "online")
+        // The coordinator's command, sent once it is connected (a message sent before is
+        // counted as unsent, not queued).
+        try await withDeadline(.seconds(20), "the coordinator's connection") { for await up in coordinator.connectionChanges where up { return } }
+        #expect(coordinator.publish("sb/node-1/cmd", Array(#"{"command":"status"}"#.utf8), qos: 1, responseTopic: "sb/coordinator/reply", correlationData: [7, 0, 255]))
+        let command = try await withDeadline(.seconds(20), "the command at the node") { await nodeInbox.next { $0.topic == "sb/node-1/cmd" } }
+        #expect(command.responseTopic == "sb/coordinator/reply" && command.correlationData == [7, 0, 255] && !command.retained, "\(command)")
+        #expect(node.publish(try #require(command.responseTopic), Array("ok".utf8), qos: 1, correlationData: command.correlationData))
+        let reply = try await withDeadline(.seconds(20), "the node's reply") { await inbox.next { $0.topic == "sb/coordinator/reply" } }
+        #expect(Self.text(reply) == "ok" && reply.correlationData == [7, 0, 255])
+        try await broker.stop()
+    }
+
+    @Test("a connection cut without a goodbye: the broker publishes the last will ('offline'); the client reconnects and publishes its retained 'online' again")
+    func lastWill() async throws {
+        let broker = try Broker()
+        try await broker.start()
+        var options = MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "node-2", will: ("sb/node-2/availability", Array("offline".utf8)))
+        options.reconnectDelay = 1...2
+        let node = try MQTTClient(options)
+        defer { node.stop() }
+        node.publish("sb/node-2/availability", Array("online".utf8), qos: 1, retain: true)
+        let watcher = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "watcher"))
+        defer { watcher.stop() }
+        let inbox = Inbox.of(watcher)
+        watcher.subscribe("sb/node-2/availability")
+        _ = try await withDeadline(.seconds(20), "'online'") { await inbox.next { Self.text($0) == "online" } }
+        node.cutConnection()
+        _ = try await withDeadline(.seconds(60), "the last will 'offline' (the broker notices at once, or after the keep-alive)") { await inbox.next { Self.text($0) == "offline" } }
+        _ = try await withDeadline(.seconds(30), "'online' again after the node reconnected") { await inbox.next { Self.text($0) == "online" } }
+        #expect(node.status.connections >= 2, "\(node.status)")
+        try await broker.stop()
+    }
+
+    @Test("the broker stopped: publishing returns at once, counted as unsent; the broker started again (its retained messages forgotten): both clients reconnect, subscribe again, and the retained state is there again")
+    func brokerRestart() async throws {
+        let broker = try Broker()
+        try await broker.start()
+        var options = MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "node-3")
+        options.reconnectDelay = 1...2
+        let node = try MQTTClient(options)
+        defer { node.stop() }
+        node.publish("sb/node-3/state", Array(#"{"streaming":true}"#.utf8), qos: 1, retain: true)
+        var watcherOptions = MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "watcher-3")
+        watcherOptions.reconnectDelay = 1...2
+        let watcher = try MQTTClient(watcherOptions)
+        defer { watcher.stop() }
+        let inbox = Inbox.of(watcher)
+        watcher.subscribe("sb/node-3/#")
+        _ = try await withDeadline(.seconds(20), "the retained state") { await inbox.next { $0.topic == "sb/node-3/state" } }
+        try await broker.stop()
+        await inbox.skipAll()
+        try await withDeadline(.seconds(30), "the node to see the broker gone") { while node.status.connected { try await Task.sleep(for: .milliseconds(20)) } }
+        let before = node.status.unsent
+        #expect(!node.publish("sb/node-3/event/slot", Array("{}".utf8)), "not connected: not sent")
+        #expect(node.status.unsent == before + 1)
+        try await broker.start()
+        let again = try await withDeadline(.seconds(60), "the retained state after the restart (published again by the node)") { await inbox.next { $0.topic == "sb/node-3/state" } }
+        #expect(Self.text(again) == #"{"streaming":true}"#)
+        #expect(node.status.connections >= 2 && watcher.status.connections >= 2, "\(node.status) \(watcher.status)")
+        try await broker.stop()
+    }
+}
