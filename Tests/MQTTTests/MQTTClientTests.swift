@@ -11,7 +11,7 @@ final class Broker: @unchecked Sendable {
     let log: String
     private var process: Process?
 
-    init() throws {
+    init(extra: String = "") throws {
         port = try Self.freePort()
         let dir = NSTemporaryDirectory() + "sb-mqtt-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -19,7 +19,7 @@ final class Broker: @unchecked Sendable {
         log = dir + "/log"
         // Its log to standard error, which is a file of ours (started as root, the broker runs
         // as the mosquitto user and could not open one in this folder itself).
-        try "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try "listener \(port) 127.0.0.1\n\(extra.contains("allow_anonymous") ? "" : "allow_anonymous true\n")persistence false\nlog_dest stderr\n\(extra)".write(toFile: config, atomically: true, encoding: .utf8)
         _ = FileManager.default.createFile(atPath: log, contents: nil)
     }
 
@@ -196,6 +196,33 @@ struct MQTTClientTests {
         let again = try await withDeadline(.seconds(60), "the retained state after the restart (published again by the node)") { await inbox.next { $0.topic == "sb/node-3/state" } }
         #expect(Self.text(again) == #"{"streaming":true}"#)
         #expect(node.status.connections >= 2 && watcher.status.connections >= 2, "\(node.status) \(watcher.status)")
+        try await broker.stop()
+    }
+
+    @Test("no broker: the client starts, publishing returns at once and is counted, and stop returns at once (the reconnection loop is not waited out)")
+    func noBroker() async throws {
+        var options = MQTTOptions(host: "127.0.0.1", port: try Broker.freePort(), clientID: "alone")
+        options.reconnectDelay = 20...30
+        let client = try MQTTClient(options)
+        client.publish("sb/alone/state", Array("{}".utf8), qos: 1, retain: true)
+        #expect(!client.publish("sb/alone/event/slot", Array("{}".utf8)))
+        #expect(!client.status.connected && client.status.unsent == 2, "\(client.status)")
+        try await withDeadline(.seconds(10), "stop() with the broker unreachable and a 20 s reconnection delay") { try await offPool { client.stop() } }
+    }
+
+    @Test("a broker that refuses the client (a password file, no password given) is named in the status; the client is never connected")
+    func refused() async throws {
+        let broker = try Broker(extra: "password_file /dev/null\nallow_anonymous false\n")
+        try await broker.start()
+        let client = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "stranger"))
+        defer { client.stop() }
+        let problem = try await withDeadline(.seconds(20), "the broker's refusal in the status") { () -> String in
+            while true {
+                if let p = client.status.problem { return p }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(problem.contains("refused") && !client.status.connected, "\(problem)")
         try await broker.stop()
     }
 }

@@ -53,6 +53,8 @@ public final class MQTTClient: Sendable {
         var connections = 0
         /// Messages not sent because the client was not connected.
         var unsent = 0
+        /// Why the last connection attempt failed, in the broker's words.
+        var problem: String?
         var stopped = false
     }
 
@@ -91,7 +93,7 @@ public final class MQTTClient: Sendable {
         mosquitto_reconnect_delay_set(m, UInt32(max(1, options.reconnectDelay.lowerBound)), UInt32(max(1, options.reconnectDelay.upperBound)), true)
         mosquitto_connect_v5_callback_set(m) { _, user, rc, _, _ in
             guard let user else { return }
-            Unmanaged<MQTTClient>.fromOpaque(user).takeUnretainedValue().connected(rc == 0)
+            Unmanaged<MQTTClient>.fromOpaque(user).takeUnretainedValue().connected(rc)
         }
         mosquitto_disconnect_v5_callback_set(m) { _, user, _, _ in
             guard let user else { return }
@@ -116,23 +118,26 @@ public final class MQTTClient: Sendable {
         mosquitto_destroy(handle.mosq)
     }
 
-    /// Disconnects (no last will) and stops the network thread; the streams end.
+    /// Disconnects (no last will) and stops the network thread, at once also when the broker
+    /// is unreachable; the streams end.
     public func stop() {
         let first = state.withLock { s -> Bool in
             defer { s.stopped = true }
             return !s.stopped
         }
         guard first else { return }
+        // The disconnect marks the client as leaving, which ends the network thread's loop
+        // (also while it waits out a reconnection delay: a test shows stop returns at once).
         mosquitto_disconnect(handle.mosq)
         mosquitto_loop_stop(handle.mosq, false)
         incoming.finish()
         events.finish()
     }
 
-    /// Whether the client is connected now, how many times it has connected, and how many
-    /// messages it could not send while it was not.
-    public var status: (connected: Bool, connections: Int, unsent: Int) {
-        state.withLock { ($0.connected, $0.connections, $0.unsent) }
+    /// Whether the client is connected now, how many times it has connected, how many
+    /// messages it could not send while it was not, and why the broker last refused it.
+    public var status: (connected: Bool, connections: Int, unsent: Int, problem: String?) {
+        state.withLock { ($0.connected, $0.connections, $0.unsent, $0.problem) }
     }
 
     /// Subscribes now if connected, and again on every connection.
@@ -172,10 +177,15 @@ public final class MQTTClient: Sendable {
 
     // MARK: On the network thread
 
-    private func connected(_ ok: Bool) {
-        guard ok else { return }
+    private func connected(_ rc: Int32) {
+        guard rc == 0 else {
+            let why = String(cString: mosquitto_reason_string(rc))
+            state.withLock { $0.problem = "the broker refused the connection: \(why) (\(rc))" }
+            return
+        }
         let (subscriptions, retained) = state.withLock { s -> ([String: Int32], [String: [UInt8]]) in
             s.connected = true
+            s.problem = nil
             s.connections += 1
             return (s.subscriptions, s.retained)
         }
