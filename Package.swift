@@ -107,6 +107,9 @@ let package = Package(
         // MQTT 5 over libmosquitto: publishing never waits on the network, reconnects with
         // backoff, retained state and subscriptions restored on every connection.
         .target(name: "MQTT", dependencies: ["CMosquitto", "ShutterbugCore"], path: "Sources/Service/MQTT"),
+        // A fleet node: commands from MQTT carried out once and answered, state and Home
+        // Assistant discovery kept retained (the service it speaks for is given).
+        .target(name: "FleetService", dependencies: ["Fleet", "MQTT", "ShutterbugCore"], path: "Sources/Service/FleetService"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 
         // Commands: argument parsing and printing.
@@ -157,7 +160,7 @@ let package = Package(
                                                               .product(name: "HummingbirdTesting", package: "hummingbird")]),
         .testTarget(name: "DoctorTests", dependencies: ["Doctor"]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "ShutterbugCore"]),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "TestSupport"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Fleet", "FleetService", "ShutterbugCore", "TestSupport"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "Journal", "ImageOutput", "Timelapse", "ShutterbugCore", "Capture", "CaptureScheduler", "SimulatedCamera", "ProcessTriggers"]),
         .testTarget(name: "CaptureTests", dependencies: ["ShutterbugPosix", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "ProcessTriggers", "TestSupport"]),
         .testTarget(name: "ImageOutputTests", dependencies: ["ShutterbugPosix", "ImageOutput", "Capture", "CaptureScheduler", "SimulatedCamera", "ShutterbugCore", "TestSupport", "CRawCodecs"]),

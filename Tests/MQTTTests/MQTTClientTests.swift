@@ -67,6 +67,11 @@ final class Broker: @unchecked Sendable {
         return withUnsafePointer(to: &a) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 } }
     }
 
+    deinit {
+        // A test that failed before its stop leaves no broker behind.
+        if let p = process { kill(p.processIdentifier, SIGKILL) }
+    }
+
     func stop() async throws {
         guard let p = process else { return }
         process = nil

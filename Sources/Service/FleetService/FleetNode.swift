@@ -1,0 +1,135 @@
+import Fleet
+import MQTT
+import ShutterbugCore
+
+/// What a fleet node asks of the service it speaks for: its state, its jobs, and the commands
+/// carried out (the service's capture, its jobs' pause/resume/stop, a reload).
+public protocol FleetNodeService: Sendable {
+    /// The retained state document: camera, streaming, newest frame, disk, jobs, clock.
+    func fleetState() async -> JSONValue
+    /// The names of the jobs now running or paused (a switch each in Home Assistant).
+    func fleetJobs() async -> [String]
+    /// Carries out a command; its result goes back to the sender.
+    func perform(_ command: FleetCommand) async throws -> JSONValue
+}
+
+/// One node of a fleet on MQTT: answers commands sent to it (and to the fleet, or to a group it
+/// is in), each id carried out once; keeps its state and Home Assistant's discovery configs
+/// retained on the broker, again whenever Home Assistant says it started; removes a job's
+/// switch when the job goes.
+///
+/// Replies go to the command's MQTT 5 response topic with its correlation data, else to the
+/// node's `event/response` topic:
+///
+///     {"id": "c-17", "ok": true, "result": {...}}
+///     {"id": "c-17", "ok": false, "error": "'ev' must be a list of 1 to 32 numbers, each in -8...8"}
+///     {"id": "c-17", "ok": true, "repeat": true}      (a second delivery: not carried out again)
+public actor FleetNode {
+    public let client: MQTTClient
+    public let topics: FleetTopics
+    public let groups: Set<String>
+    let discovery: HomeAssistantDiscovery?
+    let service: any FleetNodeService
+    var ledger = CommandLedger()
+    var discoveredJobs: [String] = []
+
+    /// What the node has seen, for its status and tests.
+    public struct Counts: Sendable, Hashable {
+        public var performed = 0
+        public var repeats = 0
+        public var refused = 0
+        /// Commands left retained on the broker: never carried out (they would run again on
+        /// every reconnection).
+        public var retainedIgnored = 0
+        public var notForThisNode = 0
+    }
+    public private(set) var counts = Counts()
+
+    public init(client: MQTTClient, topics: FleetTopics, groups: Set<String> = [], discovery: HomeAssistantDiscovery?, service: any FleetNodeService) {
+        self.client = client
+        self.topics = topics
+        self.groups = groups
+        self.discovery = discovery
+        self.service = service
+        client.subscribe(topics.commands, qos: 1)
+        client.subscribe(topics.fleetCommands, qos: 1)
+        if discovery != nil { client.subscribe(topics.homeAssistantStatus, qos: 1) }
+    }
+
+    /// Takes commands until the client stops. The node is "online" (retained) from here, and
+    /// "offline" through the client's last will when it goes away without a goodbye.
+    public func run() async {
+        client.publish(topics.availability, Array("online".utf8), qos: 1, retain: true)
+        await publishState()
+        await publishDiscovery()
+        for await m in client.messages {
+            await handle(m)
+        }
+    }
+
+    /// Publishes the state document again (retained), after anything it shows changed.
+    public func publishState() async {
+        client.publish(topics.state, Array(await service.fleetState().encoded.utf8), qos: 1, retain: true)
+    }
+
+    /// Publishes every discovery config (retained), and an empty one for each job gone since
+    /// the last time, which removes its switch.
+    public func publishDiscovery() async {
+        guard let discovery else { return }
+        let jobs = await service.fleetJobs()
+        for config in discovery.configs(jobs: jobs) {
+            client.publish(config.topic, Array(JSONValue.object(config.payload).encoded.utf8), qos: 1, retain: true)
+        }
+        for gone in discovery.removals(before: discoveredJobs, now: jobs) { client.clearRetained(gone) }
+        discoveredJobs = jobs
+    }
+
+    func handle(_ m: MQTTMessage) async {
+        if m.topic == topics.homeAssistantStatus {
+            if m.payload == Array("online".utf8) { await publishDiscovery() }
+            return
+        }
+        guard m.topic == topics.commands || m.topic == topics.fleetCommands else { return }
+        if m.retained {
+            counts.retainedIgnored += 1
+            return
+        }
+        let command: FleetCommand
+        do {
+            command = try FleetCommand.decode(m.payload)
+        } catch {
+            counts.refused += 1
+            reply(to: m, id: nil, .object(["ok": .bool(false), "error": .string("\(error)")]))
+            return
+        }
+        if let group = command.group, !groups.contains(group) {
+            counts.notForThisNode += 1
+            return
+        }
+        if let id = command.id, !ledger.first(id) {
+            counts.repeats += 1
+            reply(to: m, id: id, .object(["ok": .bool(true), "repeat": .bool(true)]))
+            return
+        }
+        do {
+            let result = try await service.perform(command)
+            counts.performed += 1
+            reply(to: m, id: command.id, .object(["ok": .bool(true), "result": result]))
+        } catch {
+            counts.refused += 1
+            reply(to: m, id: command.id, .object(["ok": .bool(false), "error": .string("\(error)")]))
+        }
+        await publishState()
+        if case .reload = command.action { await publishDiscovery() }
+    }
+
+    func reply(to m: MQTTMessage, id: String?, _ body: JSONValue) {
+        var payload = body
+        if case .object(var o) = body {
+            o["node"] = .string(topics.node)
+            if let id { o["id"] = .string(id) }
+            payload = .object(o)
+        }
+        client.publish(m.responseTopic ?? topics.event("response"), Array(payload.encoded.utf8), qos: 1, correlationData: m.correlationData)
+    }
+}

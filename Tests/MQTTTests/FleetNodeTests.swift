@@ -1,0 +1,100 @@
+import Fleet
+import FleetService
+import Foundation
+import MQTT
+import ShutterbugCore
+import TestSupport
+import Testing
+
+/// The service a node speaks for, as seen from the fleet: it records what it was asked.
+actor RecordingService: FleetNodeService {
+    var jobs = ["roof", "side"]
+    var performed: [FleetCommand] = []
+
+    func setJobs(_ j: [String]) { jobs = j }
+    func fleetState() async -> JSONValue { .object(["streaming": .bool(true), "jobs": .object(Dictionary(uniqueKeysWithValues: jobs.map { ($0, JSONValue.string("running")) }))]) }
+    func fleetJobs() async -> [String] { jobs }
+    func perform(_ command: FleetCommand) async throws -> JSONValue {
+        performed.append(command)
+        if case .stop(let job) = command.action, !jobs.contains(job) { throw ShutterbugError(.invalidArgument, "no job '\(job)'") }
+        return .object(["done": .bool(true)])
+    }
+}
+
+@Suite("A fleet node on a real Mosquitto broker: commands once, replies, groups, retained commands, Home Assistant discovery", .serialized, .timeLimit(.minutes(2)))
+struct FleetNodeTests {
+    static func json(_ m: MQTTMessage) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(m.payload)) as? [String: Any]) ?? [:] }
+
+    @Test("each command id carried out once (a repeat answered as one), bad commands answered with the field, other groups' and retained commands not carried out; discovery retained, again when Home Assistant starts, a removed job's switch removed")
+    func node() async throws {
+        let broker = try Broker()
+        try await broker.start()
+        let topics = try FleetTopics(node: "pi-a")
+        let service = RecordingService()
+        // A command someone left retained on the node's topic: the node sees it when it
+        // subscribes, and must not carry it out (it would run again on every reconnection).
+        let leaver = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "leaver"))
+        try await withDeadline(.seconds(20), "the leaver's connection") { while !leaver.status.connected { try await Task.sleep(for: .milliseconds(20)) } }
+        #expect(leaver.publish(topics.commands, Array(#"{"id": "r1", "command": "reload"}"#.utf8), qos: 1, retain: true))
+        leaver.stop()
+        let client = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "pi-a", will: (topics.availability, Array("offline".utf8))))
+        defer { client.stop() }
+        let discovery = HomeAssistantDiscovery(topics: topics, model: "imx477", version: "test")
+        let node = FleetNode(client: client, topics: topics, groups: ["north"], discovery: discovery, service: service)
+        let running = Task { await node.run() }
+        defer { running.cancel() }
+
+        let coordinator = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "coordinator"))
+        defer { coordinator.stop() }
+        let inbox = Inbox.of(coordinator)
+        coordinator.subscribe("homeassistant/#")
+        coordinator.subscribe("fleet-test/replies")
+        coordinator.subscribe(topics.availability)
+        let expected = discovery.configs(jobs: ["roof", "side"]).count
+        try await withDeadline(.seconds(30), "the node's \(expected) discovery configs") {
+            var seen = Set<String>()
+            while seen.count < expected {
+                let m = await inbox.next { $0.topic.hasPrefix("homeassistant/") && $0.topic.hasSuffix("/config") && !$0.payload.isEmpty }
+                seen.insert(m.topic)
+            }
+        }
+        try await withDeadline(.seconds(20), "the retained command to be seen and left") {
+            while await node.counts.retainedIgnored < 1 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        try await withDeadline(.seconds(20), "the coordinator's connection") { while !coordinator.status.connected { try await Task.sleep(for: .milliseconds(20)) } }
+        coordinator.clearRetained(topics.commands)
+
+        func ask(_ payload: String, correlation: [UInt8]) async throws -> [String: Any] {
+            #expect(coordinator.publish(topics.commands, Array(payload.utf8), qos: 1, responseTopic: "fleet-test/replies", correlationData: correlation))
+            let m = try await withDeadline(.seconds(20), "the reply to \(payload)") { await inbox.next { $0.topic == "fleet-test/replies" && $0.correlationData == correlation } }
+            return Self.json(m)
+        }
+        let first = try await ask(#"{"id": "a1", "command": "pause", "job": "roof"}"#, correlation: [1])
+        #expect(first["ok"] as? Bool == true && first["id"] as? String == "a1" && first["node"] as? String == "pi-a" && (first["result"] as? [String: Any])?["done"] as? Bool == true, "\(first)")
+        let again = try await ask(#"{"id": "a1", "command": "pause", "job": "roof"}"#, correlation: [2])
+        #expect(again["ok"] as? Bool == true && again["repeat"] as? Bool == true, "\(again)")
+        let bad = try await ask(#"{"id": "a2", "command": "capture", "ev": [0, 40]}"#, correlation: [3])
+        #expect(bad["ok"] as? Bool == false && (bad["error"] as? String)?.contains("'ev' must be") == true, "\(bad)")
+        let failed = try await ask(#"{"id": "a3", "command": "stop", "job": "nope"}"#, correlation: [4])
+        #expect(failed["ok"] as? Bool == false && (failed["error"] as? String)?.contains("no job 'nope'") == true, "\(failed)")
+        // A fleet command for another group: not carried out.
+        coordinator.publish(topics.fleetCommands, Array(#"{"id": "g1", "command": "reload", "group": "south"}"#.utf8), qos: 1)
+        try await withDeadline(.seconds(20), "the other group's command to be seen and left") {
+            while await node.counts.notForThisNode < 1 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        let performed = await service.performed.map(\.id)
+        #expect(performed == ["a1", "a3"], "each id once; the bad one never reached the service: \(performed)")
+
+        // A job goes; a reload publishes discovery again and removes the job's switch.
+        await service.setJobs(["roof"])
+        let reloaded = try await ask(#"{"id": "a4", "command": "reload"}"#, correlation: [5])
+        #expect(reloaded["ok"] as? Bool == true)
+        let removed = try await withDeadline(.seconds(20), "the removed job's switch") { await inbox.next { $0.topic == "homeassistant/switch/pi-a/job_side/config" && $0.payload.isEmpty } }
+        #expect(removed.payload.isEmpty)
+        // Home Assistant starting again gets every config again.
+        await inbox.skipAll()
+        coordinator.publish(topics.homeAssistantStatus, Array("online".utf8), qos: 1)
+        _ = try await withDeadline(.seconds(20), "discovery published again after Home Assistant's 'online'") { await inbox.next { $0.topic == "homeassistant/sensor/pi-a/lux/config" && !$0.payload.isEmpty } }
+        try await broker.stop()
+    }
+}
