@@ -61,7 +61,8 @@ public final class MQTTClient: Sendable {
     private let handle: Handle
     private let state = Mutex(State())
     private let incoming: AsyncStream<MQTTMessage>.Continuation
-    /// Every message on the topics subscribed to, in order; ends when the client stops.
+    /// Every message on the topics subscribed to, in order (the newest 1024 kept when the
+    /// reader falls behind); ends when the client stops.
     public let messages: AsyncStream<MQTTMessage>
     private let events: AsyncStream<Bool>.Continuation
     /// True on each connection, false on each loss; ends when the client stops.
