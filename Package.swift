@@ -145,7 +145,7 @@ let package = Package(
             path: "Tests/CameraConformance"
         ),
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "ShutterbugCoreTests", dependencies: ["ShutterbugPosix", "ShutterbugCore"]),
+        .testTarget(name: "ShutterbugCoreTests", dependencies: ["ShutterbugPosix", "ShutterbugCore", "SimulatedCamera", "TestSupport"]),
         .testTarget(name: "TimelapseTests", dependencies: ["Timelapse", "Journal", "ShutterbugCore"]),
         .testTarget(
             name: "SimulatedCameraTests",

@@ -21,7 +21,8 @@ def unfinished(path):
             continue
         m = re.search(r"Test (.+) (?:passed|failed)(?: with \d+ issues?)? after [\d.]+ seconds|Test (.+) skipped", line)
         if m:
-            ended.add(m.group(1) or m.group(2))
+            # A parameterised test ends as `Test NAME with N test cases passed after ...`.
+            ended.add(re.sub(r" with \d+ test cases?$", "", m.group(1) or m.group(2)))
     for name in started:
         if name not in ended and name != "run":
             print("swift-test: unfinished: " + name)

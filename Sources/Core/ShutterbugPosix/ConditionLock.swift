@@ -79,7 +79,10 @@ public final class OSThread: @unchecked Sendable {
     #else
     private var thread: pthread_t?
     #endif
-    private var joined = false
+    /// Not joined, being joined (by the first caller), joined: guarded by `joinLock`.
+    private enum JoinState { case running, joining, joined }
+    private var joinState = JoinState.running
+    private let joinLock = ConditionLock()
 
     /// Starts `body` on a new thread, named `name` (at most 15 bytes show in `top -H`; without
     /// a name it takes its creator's, which would blame a Swift pool thread for its work).
@@ -102,14 +105,30 @@ public final class OSThread: @unchecked Sendable {
         precondition(rc == 0, "pthread_create failed: \(rc)")
     }
 
-    /// Waits for the thread to finish. Idempotent.
+    /// Waits for the thread to finish. Idempotent, and safe from several threads at once: the
+    /// first caller joins, the others wait for it. (Two `pthread_join`s of one thread are
+    /// undefined; with glibc the second waited forever: a service stopping its session and
+    /// releasing its camera at the same moment hung in the simulated camera's `stop`.)
     public func join() {
-        guard !joined else { return }
-        joined = true
+        let mine = joinLock.withLock { () -> Bool in
+            switch joinState {
+            case .running:
+                joinState = .joining
+                return true
+            case .joining, .joined:
+                while joinState != .joined { joinLock.wait() }
+                return false
+            }
+        }
+        guard mine else { return }
         #if os(Linux)
         pthread_join(thread, nil)
         #else
         if let thread { pthread_join(thread, nil) }
         #endif
+        joinLock.withLock {
+            joinState = .joined
+            joinLock.broadcast()
+        }
     }
 }
