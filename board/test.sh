@@ -85,7 +85,7 @@ for name in "${failed_names[@]}"; do
 	# swift-testing's failures (✘), the unit tier's hang report (board/swift-test.sh: the tests
 	# left running and where its threads were, without the full stacks), the scripts' errors.
 	sed '/^swift-test: every thread/,$d' "$logs/$name.log" |
-		grep -E '✘|FAIL|[Ff]ailed|error:|[Tt]imed out|^swift-test:|^    [A-Za-z]' |
+		grep -E '✘|FAIL|error:|[Tt]imed out|^swift-test:|^    [A-Za-z]|^[a-z-]+: .*failed' |
 		grep -v 'Compiling\|warning:\|Setting up' | head -80
 	echo "--- the end of tier $name"
 	sed '/^swift-test: every thread/,$d' "$logs/$name.log" | tail -25
