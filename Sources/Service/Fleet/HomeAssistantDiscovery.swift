@@ -11,8 +11,7 @@ public struct FleetTopics: Sendable, Hashable {
     /// - Throws: `.invalidArgument` for a node name Home Assistant would refuse as a node id
     ///   (1 to 64 of A-Z, a-z, 0-9, `_` and `-`), or a prefix with MQTT's wildcards.
     public init(prefix: String = "shutterbug", node: String, discoveryPrefix: String = "homeassistant") throws {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-        guard (1...64).contains(node.count), node.allSatisfy(allowed.contains) else {
+        guard (1...64).contains(node.count), node.allSatisfy(Self.idCharacters.contains) else {
             throw ShutterbugError(.invalidArgument, "the node name '\(node.prefix(80))' must be 1 to 64 of A-Z, a-z, 0-9, '_' and '-' (Home Assistant's node id)")
         }
         for (name, p) in [("topic prefix", prefix), ("discovery prefix", discoveryPrefix)] {
@@ -22,6 +21,9 @@ public struct FleetTopics: Sendable, Hashable {
         }
         (self.prefix, self.node, self.discoveryPrefix) = (prefix, node, discoveryPrefix)
     }
+
+    /// What Home Assistant takes in a node id or an object id.
+    static let idCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
     public var base: String { "\(prefix)/\(node)" }
     /// Retained JSON: camera, streaming, the newest frame, disk, jobs, clock.
@@ -68,8 +70,7 @@ public struct HomeAssistantDiscovery: Sendable {
     /// A job's switch's object id: the job's name with anything but A-Z, a-z, 0-9, `_` and `-`
     /// as `_`.
     public static func jobObject(_ job: String) -> String {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-        return "job_" + String(job.prefix(48).map { allowed.contains($0) ? $0 : "_" })
+        "job_" + String(job.prefix(48).map { FleetTopics.idCharacters.contains($0) ? $0 : "_" })
     }
 
     /// Every entity's config for a node running `jobs`.
