@@ -109,7 +109,8 @@ let package = Package(
         .target(name: "MQTT", dependencies: ["CMosquitto", "ShutterbugCore"], path: "Sources/Service/MQTT"),
         // A fleet node: commands from MQTT carried out once and answered, state and Home
         // Assistant discovery kept retained (the service it speaks for is given).
-        .target(name: "FleetService", dependencies: ["Fleet", "MQTT", "ShutterbugCore"], path: "Sources/Service/FleetService"),
+        .target(name: "FleetService", dependencies: ["Capture", "CaptureScheduler", "Fleet", "Jobs", "MQTT", "Server", "ShutterbugCore",
+                                                     .product(name: "Logging", package: "swift-log")], path: "Sources/Service/FleetService"),
         .target(name: "ProcessTriggers", dependencies: ["ShutterbugPosix", "ShutterbugCore", "CSystemShims"], path: "Sources/Triggers/ProcessTriggers"),
 
         // Commands: argument parsing and printing.
@@ -119,6 +120,7 @@ let package = Package(
                 "ShutterbugPosix",
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
                 "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "JobOptions", "Systemd", "Server", "ConfigFile", "Doctor", "HTTPTransfer",
+                "Fleet", "FleetService", "MQTT",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

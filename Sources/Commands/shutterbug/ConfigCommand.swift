@@ -42,8 +42,8 @@ struct ConfigCommand: ParsableCommand {
             if let command {
                 kind = command == "serve" ? .serve : .timelapse
             } else {
-                let keys = Set(((try? OptionDocument(path: file).options(nested: ["jobs", "triggers"])).map { $0.options.map(\.key) + $0.nested.keys }) ?? [])
-                kind = keys.isDisjoint(with: ["listen", "token-file", "rate-limit", "jobs", "triggers"]) ? .timelapse : .serve
+                let keys = Set(((try? OptionDocument(path: file).options(nested: ["jobs", "triggers"], groups: OptionFile.serve.groups)).map { $0.options.map(\.key) + $0.nested.keys }) ?? [])
+                kind = keys.isDisjoint(with: ["listen", "token-file", "rate-limit", "jobs", "triggers"]) && !keys.contains(where: { $0.hasPrefix("mqtt-") }) ? .timelapse : .serve
             }
             let problems = kind.check(path: file)
             guard problems.isEmpty else {

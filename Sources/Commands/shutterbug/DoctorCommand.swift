@@ -52,7 +52,7 @@ struct DoctorCommand: ParsableCommand {
     /// The configuration's `output:`, else the service's default.
     func outputFromConfig() -> String {
         if access(config, R_OK) == 0, let doc = try? OptionDocument(path: config) {
-            for setting in doc.options(nested: ["jobs", "triggers"]).options where setting.key == "output" {
+            for setting in doc.options(nested: ["jobs", "triggers"], groups: OptionFile.serve.groups).options where setting.key == "output" {
                 if case .text(let t) = setting.value { return t }
             }
         }

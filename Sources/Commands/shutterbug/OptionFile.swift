@@ -25,6 +25,8 @@ struct OptionFile: Sendable {
     /// Lists of named entries the file holds beside its options (the service's jobs and
     /// triggers), each entry another command's options.
     var sections: [Section] = []
+    /// Keys whose mapping holds options named after them (the service's `mqtt:`).
+    var groups: Set<String> = []
 
     /// A list of entries, each a mapping with a `name` and some of a command's options.
     struct Section: Sendable {
@@ -51,7 +53,7 @@ struct OptionFile: Sendable {
                                   fixed: { _ in [] })
     static let serve = OptionFile(command: "serve", option: "--config", what: "configuration",
                                   parse: { _ = try ServeCommand.parseAsRoot($0) }, message: { ServeCommand.message(for: $0) },
-                                  sections: [jobs, triggers])
+                                  sections: [jobs, triggers], groups: ["mqtt"])
     static let all = [timelapse, serve]
 
     /// The arguments with a `--job-file FILE` or `--config FILE` expanded in place: the file's
@@ -66,7 +68,7 @@ struct OptionFile: Sendable {
                 notice("the \(file.what) has \(problems.count == 1 ? "a mistake" : "\(problems.count) mistakes"):\n" + problems.map(\.description).joined(separator: "\n"))
                 throw ExitCode.validationFailure
             }
-            let options = (try? OptionDocument(path: path).options(nested: Set(file.sections.map(\.key))).options) ?? []
+            let options = (try? OptionDocument(path: path).options(nested: Set(file.sections.map(\.key)), groups: file.groups).options) ?? []
             var out = args
             out.insert(contentsOf: options.flatMap(\.arguments), at: at + 1)
             return out
@@ -77,7 +79,7 @@ struct OptionFile: Sendable {
     /// The entries of each section of the file at `path` (the file checked already).
     func entries(path: String) throws -> [String: [OptionDocument.Entry]] {
         let document = try OptionDocument(path: path)
-        let read = document.options(nested: Set(sections.map(\.key)))
+        let read = document.options(nested: Set(sections.map(\.key)), groups: groups)
         var out: [String: [OptionDocument.Entry]] = [:]
         for section in sections {
             out[section.key] = read.nested[section.key].map { document.entries(of: $0, key: section.key).entries } ?? []
@@ -103,7 +105,7 @@ struct OptionFile: Sendable {
         } catch {
             return error.problems
         }
-        let read = document.options(nested: Set(sections.map(\.key)))
+        let read = document.options(nested: Set(sections.map(\.key)), groups: groups)
         var problems = read.problems
         for section in sections {
             guard let node = read.nested[section.key] else { continue }
@@ -140,7 +142,8 @@ struct OptionFile: Sendable {
         // What the command misses as a whole (an end, an output folder) is reported once and
         // then supplied, so the check goes on to the rest (ArgumentParser validates before it
         // reports an unknown option).
-        let fillers: [(String, [String])] = [("--count N or --until", ["--count", "1"]), ("argument '--output", ["--output", "/"])]
+        let fillers: [(String, [String])] = [("--count N or --until", ["--count", "1"]), ("argument '--output", ["--output", "/"]),
+                                             ("the mqtt options need --mqtt-url", ["--mqtt-url", "mqtt://127.0.0.1"])]
         var filled: [String] = []
         for _ in 0...(remaining.count + fillers.count) {
             do {

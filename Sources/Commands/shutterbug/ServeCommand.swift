@@ -12,6 +12,7 @@ import LinuxGPIO
 import Logging
 import ProcessTriggers
 import CaptureScheduler
+import FleetService
 import ServiceLifecycle
 import SimulatedCamera
 import ConfigFile
@@ -44,6 +45,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var camera: CameraOptions
     @OptionGroup var previewOptions: PreviewOptions
+    @OptionGroup(title: "MQTT (a fleet node, Home Assistant)") var mqtt: MQTTServeOptions
 
     @Option(name: .long, help: ArgumentHelp("Read the service's options from a YAML file whose keys are these options' long names (listen: 0.0.0.0:8080, output: DIR, token-file: FILE); options on the command line override the file's. `shutterbug config check FILE` lists its mistakes.", valueName: "file"))
     var config: String?
@@ -121,6 +123,13 @@ struct ServeCommand: AsyncParsableCommand {
         if limitLoopback { words.append("--limit-loopback") }
         if let hostNames { words += ["--host-names", hostNames] }
         if let tokenFile { words += ["--token-file", tokenFile] }
+        // The broker, never its password: only the file that holds it.
+        if let url = mqtt.url {
+            words += ["--mqtt-url", url, "--mqtt-topic-prefix", mqtt.topicPrefix]
+            if let n = mqtt.node { words += ["--mqtt-node", n] }
+            if let u = mqtt.username { words += ["--mqtt-username", u] }
+            if let f = mqtt.passwordFile { words += ["--mqtt-password-file", f] }
+        }
         if let c = camera.camera { words += ["--camera", c] }
         if previewOptions.preview != "off" { words += ["--preview", previewOptions.preview] }
         return words
@@ -143,7 +152,7 @@ struct ServeCommand: AsyncParsableCommand {
             d.triggers.append(try TriggerDefinition(name: e.name ?? "", words: e.options.flatMap(\.arguments)))
         }
         // The service's own options, to tell a reload which of them need a restart.
-        let top = (try? OptionDocument(path: path).options(nested: ["jobs", "triggers"]).options) ?? []
+        let top = (try? OptionDocument(path: path).options(nested: ["jobs", "triggers"], groups: OptionFile.serve.groups).options) ?? []
         return (d, Dictionary(top.map { ($0.key, $0.arguments) }, uniquingKeysWith: { a, _ in a }))
     }
 
@@ -202,14 +211,33 @@ struct ServeCommand: AsyncParsableCommand {
         let current = Mutex((declared, topLevel))
         let effective = effectiveOptions
         let output = self.output
+        // MQTT: a fleet node, Home Assistant's device (none without --mqtt-url).
+        let fleet = FleetHolder()
         @Sendable func reload() async throws -> CameraService.Reload {
             guard let configPath else { throw ShutterbugError(.unsupported, "the service was started without --config: there is no configuration to reload") }
             let (d, top) = try Self.declared(configuration: configPath, output: output)
             let before = current.withLock { $0.1 }
             var r = await service.apply(d)
-            r.needsRestart = Set(before.keys).union(top.keys).filter { before[$0] != top[$0] }.sorted()
+            r.needsRestart = Set(before.keys).union(top.keys).filter { before[$0] != top[$0] && !$0.hasPrefix("mqtt-") }.sorted()
+            // The file's mqtt: applied now: the node leaves the broker and joins as configured.
+            let mqttWords = top.filter { $0.key.hasPrefix("mqtt-") }.sorted { $0.key < $1.key }.flatMap(\.value)
+            if mqttWords != before.filter({ $0.key.hasPrefix("mqtt-") }).sorted(by: { $0.key < $1.key }).flatMap(\.value) {
+                let settings = try MQTTServeOptions.parse(mqttWords).settings()
+                try await fleet.replace(settings) { try FleetLink($0, service: service, reload: reload, version: ShutterbugVersion.number, logger: logger) }
+                if settings == nil { r.stopped.append("mqtt") } else { r.restarted.append("mqtt") }
+            }
             current.withLock { $0 = (d, top) }
             return r
+        }
+        if let settings = try mqtt.settings() {
+            do {
+                var hook: (@Sendable () async throws -> CameraService.Reload)?
+                if configPath != nil { hook = reload }
+                try await fleet.replace(settings) { try FleetLink($0, service: service, reload: hook, version: ShutterbugVersion.number, logger: logger) }
+                logger.notice("MQTT: joining \(settings.description)")
+            } catch let e as ShutterbugError {
+                throw ValidationError(e.message)
+            }
         }
         let hooks = HTTPAPI.Hooks(reload: reload, configuration: {
             let d = current.withLock { $0.0 }
@@ -278,12 +306,35 @@ struct ServeCommand: AsyncParsableCommand {
         }
         notifier?.stopping(status: "stopping")
         await service.stopAll("the service is stopping")
+        await fleet.stop()
         await session.stop()
         if let preview = rig.preview {
             preview.close()
             logger.notice("\(preview.summaryLine)")
         }
     }
+}
+
+/// The service's link to its MQTT broker, replaced when a reload changes `mqtt:`.
+final class FleetHolder: Sendable {
+    private let link = Mutex<FleetLink?>(nil)
+
+    /// Stops the link there is (its node says "offline"; renamed or gone from the
+    /// configuration, its retained messages and Home Assistant device are removed), then
+    /// starts one for `settings`.
+    func replace(_ settings: MQTTSettings?, make: (MQTTSettings) throws -> FleetLink) async throws {
+        if let old = take() {
+            let renamed = settings.map { (try? $0.resolved().1) != old.topics } ?? true
+            await old.stop(forget: renamed)
+        }
+        guard let settings else { return }
+        let new = try make(settings)
+        link.withLock { $0 = new }
+    }
+
+    private func take() -> FleetLink? { link.withLock { l in defer { l = nil }; return l } }
+
+    func stop() async { await take()?.stop() }
 }
 
 /// Where the server listens, once it does (for --listen HOST:0, the port the system gave).

@@ -45,13 +45,15 @@ public struct OptionDocument {
     }
 
     /// The top level's options; `nested` names the keys that hold something else (a list of
-    /// jobs), handed back as they are.
-    public func options(nested: Set<String> = []) -> (options: [OptionSetting], nested: [String: Node], problems: [ConfigurationProblem]) {
-        options(of: root, nested: nested)
+    /// jobs), handed back as they are; `groups` names the keys whose mapping holds options
+    /// named after it (`mqtt: {url: …, client-id: …}` is `--mqtt-url` and `--mqtt-client-id`;
+    /// `mqtt: {tls: {ca: …}}` is `--mqtt-tls-ca`).
+    public func options(nested: Set<String> = [], groups: Set<String> = []) -> (options: [OptionSetting], nested: [String: Node], problems: [ConfigurationProblem]) {
+        options(of: root, nested: nested, groups: groups)
     }
 
     /// The options of one mapping in the document (the top level, or an entry of a nested list).
-    public func options(of node: Node, nested: Set<String> = []) -> (options: [OptionSetting], nested: [String: Node], problems: [ConfigurationProblem]) {
+    public func options(of node: Node, nested: Set<String> = [], groups: Set<String> = [], prefix: String = "") -> (options: [OptionSetting], nested: [String: Node], problems: [ConfigurationProblem]) {
         guard case .mapping(let mapping) = node else {
             return ([], [:], [problem(at: node, key: nil, "must be a mapping of options (key: value), not \(Self.kind(node))")])
         }
@@ -64,9 +66,16 @@ public struct OptionDocument {
                 problems.append(problem(at: k, key: nil, "a key must be a plain name such as interval or ev"))
                 continue
             }
-            let key = ks.string
+            let key = prefix + ks.string
             if nested.contains(key) {
                 inner[key] = v
+                continue
+            }
+            if case .mapping = v, prefix.isEmpty ? groups.contains(key) : true {
+                // A group's keys, and its own groups' (mqtt: {tls: {ca: …}}), named from it.
+                let read = self.options(of: v, groups: groups, prefix: key + "-")
+                options += read.options
+                problems += read.problems
                 continue
             }
             switch v {

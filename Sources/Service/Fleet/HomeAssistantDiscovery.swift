@@ -23,7 +23,7 @@ public struct FleetTopics: Sendable, Hashable {
     }
 
     /// What Home Assistant takes in a node id or an object id.
-    static let idCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+    public static let idCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
     public var base: String { "\(prefix)/\(node)" }
     /// Retained JSON: camera, streaming, the newest frame, disk, jobs, clock.
@@ -136,9 +136,11 @@ public struct HomeAssistantDiscovery: Sendable {
 
 /// A JSON value, encoded with its keys sorted, so that a retained config is byte for byte the
 /// same each time it is published.
-public indirect enum JSONValue: Sendable, Hashable, Encodable, ExpressibleByStringLiteral {
+public indirect enum JSONValue: Sendable, Hashable, Codable, ExpressibleByStringLiteral {
     case string(String)
     case number(Double)
+    /// A whole number kept exact (nanoseconds since the epoch do not fit a double's 53 bits).
+    case integer(Int64)
     case bool(Bool)
     case array([JSONValue])
     case object([String: JSONValue])
@@ -151,11 +153,43 @@ public indirect enum JSONValue: Sendable, Hashable, Encodable, ExpressibleByStri
         switch self {
         case .string(let s): try c.encode(s)
         case .number(let d): if d.isFinite { try c.encode(d) } else { try c.encodeNil() }
+        case .integer(let i): try c.encode(i)
         case .bool(let b): try c.encode(b)
         case .array(let a): try c.encode(a)
         case .object(let o): try c.encode(o)
         case .null: try c.encodeNil()
         }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let i = try? c.decode(Int64.self) { self = .integer(i) }
+        else if let d = try? c.decode(Double.self) { self = .number(d) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: JSONValue].self)) }
+    }
+
+    /// A Codable value as JSON (a report, a status), to be put in a reply or a state document.
+    public init(encoding value: some Encodable) throws {
+        self = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(value))
+    }
+
+    /// A number's value (nil for anything else).
+    public var number: Double? {
+        switch self {
+        case .number(let d): return d
+        case .integer(let i): return Double(i)
+        default: return nil
+        }
+    }
+
+    /// The value at `key` of an object (nil for anything else).
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let o) = self { return o[key] }
+        return nil
     }
 
     /// The JSON text, keys sorted, slashes as they are.

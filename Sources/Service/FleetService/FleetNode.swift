@@ -32,6 +32,8 @@ public actor FleetNode {
     let service: any FleetNodeService
     var ledger = CommandLedger()
     var discoveredJobs: [String] = []
+    /// Where a refused or ignored command is said, once each (the service's log).
+    let log: @Sendable (String) -> Void
 
     /// What the node has seen, for its status and tests.
     public struct Counts: Sendable, Hashable {
@@ -45,7 +47,9 @@ public actor FleetNode {
     }
     public private(set) var counts = Counts()
 
-    public init(client: MQTTClient, topics: FleetTopics, groups: Set<String> = [], discovery: HomeAssistantDiscovery?, service: any FleetNodeService) {
+    public init(client: MQTTClient, topics: FleetTopics, groups: Set<String> = [], discovery: HomeAssistantDiscovery?, service: any FleetNodeService,
+                log: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.log = log
         self.client = client
         self.topics = topics
         self.groups = groups
@@ -69,7 +73,18 @@ public actor FleetNode {
 
     /// Publishes the state document again (retained), after anything it shows changed.
     public func publishState() async {
-        client.publish(topics.state, Array(await service.fleetState().encoded.utf8), qos: 1, retain: true)
+        client.publish(topics.state, Array(await stateDocument().encoded.utf8), qos: 1, retain: true)
+    }
+
+    /// The service's state with the node's groups (what `fleet status` lists).
+    public func stateDocument() async -> JSONValue {
+        var state = await service.fleetState()
+        if case .object(var o) = state {
+            o["groups"] = .array(groups.sorted().map(JSONValue.string))
+            o["node"] = .string(topics.node)
+            state = .object(o)
+        }
+        return state
     }
 
     /// Publishes every discovery config (retained), and an empty one for each job gone since
@@ -84,6 +99,16 @@ public actor FleetNode {
         discoveredJobs = jobs
     }
 
+    /// Removes the node's discovery configs (Home Assistant drops the device) and its
+    /// availability: the node is going away for good under this name.
+    public func forget() {
+        if let discovery {
+            for config in discovery.configs(jobs: discoveredJobs) { client.clearRetained(config.topic) }
+        }
+        client.clearRetained(topics.availability)
+        discoveredJobs = []
+    }
+
     func handle(_ m: MQTTMessage) async {
         if m.topic == topics.homeAssistantStatus {
             if m.payload == Array("online".utf8) { await publishDiscovery() }
@@ -92,6 +117,7 @@ public actor FleetNode {
         guard m.topic == topics.commands || m.topic == topics.fleetCommands else { return }
         if m.retained {
             counts.retainedIgnored += 1
+            log("MQTT: a command left retained on \(m.topic) is not carried out (clear it: mosquitto_pub -r -n -t \(m.topic))")
             return
         }
         let command: FleetCommand
@@ -99,6 +125,7 @@ public actor FleetNode {
             command = try FleetCommand.decode(m.payload)
         } catch {
             counts.refused += 1
+            log("MQTT: a command on \(m.topic) was refused: \(error)")
             reply(to: m, id: nil, .object(["ok": .bool(false), "error": .string("\(error)")]))
             return
         }
@@ -117,7 +144,9 @@ public actor FleetNode {
             reply(to: m, id: command.id, .object(["ok": .bool(true), "result": result]))
         } catch {
             counts.refused += 1
-            reply(to: m, id: command.id, .object(["ok": .bool(false), "error": .string("\(error)")]))
+            let message = (error as? ShutterbugError)?.message ?? "\(error)"
+            log("MQTT: command \(command.id ?? "without an id") not carried out: \(message)")
+            reply(to: m, id: command.id, .object(["ok": .bool(false), "error": .string(message)]))
         }
         await publishState()
         if case .reload = command.action { await publishDiscovery() }

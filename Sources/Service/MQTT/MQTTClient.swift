@@ -31,11 +31,59 @@ public struct MQTTOptions: Sendable {
     /// Published by the broker, retained, when the connection is lost without a goodbye.
     public var will: (topic: String, payload: [UInt8])?
     public var keepAlive: Int = 30
+    /// TLS: the CA certificate to check the broker's against (nil: the system's CA store), and
+    /// this client's certificate and key for brokers that ask for one.
+    public var tls: TLS?
+    public struct TLS: Sendable, Hashable {
+        public var caFile: String?
+        public var certFile: String?
+        public var keyFile: String?
+        public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil) {
+            (self.caFile, self.certFile, self.keyFile) = (caFile, certFile, keyFile)
+        }
+    }
     /// The wait before a reconnection, doubling up to the maximum.
     public var reconnectDelay: ClosedRange<Int> = 1...30
 
     public init(host: String, port: Int = 1883, clientID: String, username: String? = nil, password: String? = nil, will: (topic: String, payload: [UInt8])? = nil) {
         (self.host, self.port, self.clientID, self.username, self.password, self.will) = (host, port, clientID, username, password, will)
+    }
+
+    /// A broker's URL: `mqtt://HOST[:PORT]` (1883 by default) or `mqtts://HOST[:PORT]` (TLS,
+    /// 8883); an IPv6 address in brackets.
+    ///
+    /// - Throws: `.invalidArgument` naming what is wrong and what is accepted.
+    public static func endpoint(_ url: String) throws -> (host: String, port: Int, tls: Bool) {
+        let accepted = "mqtt://HOST[:PORT] or mqtts://HOST[:PORT], e.g. mqtt://broker.local:1883"
+        let scheme: (String, Int, Bool)? = url.hasPrefix("mqtt://") ? ("mqtt://", 1883, false) : url.hasPrefix("mqtts://") ? ("mqtts://", 8883, true) : nil
+        guard let (prefix, defaultPort, tls) = scheme, url.utf8.count <= 300 else {
+            throw ShutterbugError(.invalidArgument, "the broker URL '\(url.prefix(80))' must be \(accepted)")
+        }
+        var rest = Substring(url.dropFirst(prefix.count))
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        guard !rest.contains("/"), !rest.contains("@"), !rest.isEmpty else {
+            throw ShutterbugError(.invalidArgument, "the broker URL '\(url.prefix(80))' must be \(accepted) (no path, no user: the user name and password are options of their own)")
+        }
+        var host = rest
+        var port = defaultPort
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw ShutterbugError(.invalidArgument, "the broker URL '\(url.prefix(80))' has an IPv6 address without its ']'") }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let p = Int(after.dropFirst()) else { throw ShutterbugError(.invalidArgument, "the broker URL '\(url.prefix(80))' must be \(accepted)") }
+                port = p
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            guard let p = Int(rest[rest.index(after: colon)...]) else {
+                throw ShutterbugError(.invalidArgument, "the broker URL's port '\(rest[rest.index(after: colon)...].prefix(20))' must be a number in 1...65535")
+            }
+            host = rest[..<colon]
+            port = p
+        }
+        guard (1...65535).contains(port) else { throw ShutterbugError(.invalidArgument, "the broker URL's port must be in 1...65535, not \(port)") }
+        guard !host.isEmpty else { throw ShutterbugError(.invalidArgument, "the broker URL '\(url.prefix(80))' names no host: \(accepted)") }
+        return (String(host), port, tls)
     }
 }
 
@@ -90,6 +138,15 @@ public final class MQTTClient: Sendable {
         mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
         _ = sbmosq_use_v5(m)
         if let u = options.username { mosquitto_username_pw_set(m, u, options.password) }
+        if let tls = options.tls {
+            // Without a CA file, the system's store (OpenSSL's default paths).
+            let rc = tls.caFile == nil ? mosquitto_int_option(m, MOSQ_OPT_TLS_USE_OS_CERTS, 1) : success
+            let rc2 = mosquitto_tls_set(m, tls.caFile, nil, tls.certFile, tls.keyFile, nil)
+            // (A throw from here on runs deinit, which destroys the handle.)
+            guard rc == success, rc2 == success else {
+                throw ShutterbugError(.invalidArgument, "libmosquitto refused the TLS files (CA \(tls.caFile ?? "the system's"), certificate \(tls.certFile ?? "none"), key \(tls.keyFile ?? "none")): \(String(cString: mosquitto_strerror(rc2 != success ? rc2 : rc)))")
+            }
+        }
         if let w = options.will { _ = w.payload.withUnsafeBytes { sbmosq_will(m, w.topic, $0.baseAddress, Int32($0.count), 1, true) } }
         mosquitto_reconnect_delay_set(m, UInt32(max(1, options.reconnectDelay.lowerBound)), UInt32(max(1, options.reconnectDelay.upperBound)), true)
         mosquitto_connect_v5_callback_set(m) { _, user, rc, _, _ in
@@ -109,7 +166,6 @@ public final class MQTTClient: Sendable {
         _ = mosquitto_connect_async(m, options.host, Int32(options.port), Int32(max(5, options.keepAlive)))
         let rc = mosquitto_loop_start(m)
         guard rc == success else {
-            mosquitto_destroy(m)
             throw ShutterbugError(.system, "libmosquitto's network thread did not start: \(String(cString: mosquitto_strerror(rc)))")
         }
     }
@@ -119,9 +175,10 @@ public final class MQTTClient: Sendable {
         mosquitto_destroy(handle.mosq)
     }
 
-    /// Disconnects (no last will) and stops the network thread, at once also when the broker
-    /// is unreachable; the streams end.
-    public func stop() {
+    /// Disconnects and stops the network thread, at once also when the broker is unreachable;
+    /// the streams end. `sendingWill`: the broker publishes the last will all the same (MQTT 5's
+    /// "disconnect with will message"), as a node going away on purpose says it is offline.
+    public func stop(sendingWill: Bool = false) {
         let first = state.withLock { s -> Bool in
             defer { s.stopped = true }
             return !s.stopped
@@ -129,10 +186,24 @@ public final class MQTTClient: Sendable {
         guard first else { return }
         // The disconnect marks the client as leaving, which ends the network thread's loop
         // (also while it waits out a reconnection delay: a test shows stop returns at once).
-        mosquitto_disconnect(handle.mosq)
+        if sendingWill {
+            _ = mosquitto_disconnect_v5(handle.mosq, Int32(MQTT_RC_DISCONNECT_WITH_WILL_MSG.rawValue), nil)
+        } else {
+            mosquitto_disconnect(handle.mosq)
+        }
         mosquitto_loop_stop(handle.mosq, false)
         incoming.finish()
         events.finish()
+    }
+
+    /// Waits until what was published has been written to the broker's socket (at most
+    /// `timeout`; at once while not connected): before a planned disconnect, which would
+    /// otherwise drop what is still queued.
+    public func flush(timeout: Duration = .seconds(2)) async {
+        let end = ContinuousClock.now + timeout
+        while status.connected, mosquitto_want_write(handle.mosq), ContinuousClock.now < end {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     /// Whether the client is connected now, how many times it has connected, how many

@@ -90,7 +90,7 @@ extension CameraService {
     private func startJob(_ def: JobDefinition) {
         jobs.removeAll { $0.definition.name == def.name }
         let context = JobContext(session: session, camera: camera, streams: writer.streams, cameraDescription: writer.camera, output: directory,
-                                 metrics: metrics, logger: logger, observe: { [weak self] e in self?.observeJob(e) })
+                                 metrics: metrics, logger: logger, observe: { [weak self] e in self?.observeJob(e) }, events: events)
         let job = ServiceJob(def, context: context)
         jobs.append(job)
         job.task.withLock { $0 = Task { await job.run() } }

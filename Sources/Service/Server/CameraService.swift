@@ -11,8 +11,8 @@ import Glibc
 /// at a time, and what the status and metrics report. Everything the HTTP layer needs, and
 /// nothing of HTTP.
 public actor CameraService {
-    public let session: CaptureSession
-    public let camera: any CameraBackend
+    public nonisolated let session: CaptureSession
+    public nonisolated let camera: any CameraBackend
     private let latestFrame = LatestFrameJPEG(maxAge: .milliseconds(500))
     public let writer: PhotoFileWriter
     public let directory: OutputDirectory
@@ -72,6 +72,8 @@ public actor CameraService {
     private(set) var bytesWritten: Int64 = 0
     private(set) var framesCaptured = 0
     let metrics = ServiceMetrics()
+    /// Captures and slots as they happen, for MQTT and whatever else reports them.
+    public nonisolated let events = ServiceEvents()
     /// Where the service's messages go (standard error; the journal under systemd, with
     /// priorities).
     public let logger: Logger
@@ -166,6 +168,7 @@ public actor CameraService {
             captureFailures += 1
             metrics.captureFailures.increment()
             logger.error("capture \(record.id) failed: \((error as? ShutterbugError)?.message ?? "\(error)")")
+            events.send(.captureFailed(id: record.id, trigger: nil, reason: (error as? ShutterbugError)?.message ?? "\(error)"))
             throw error
         }
         record.report = report.report().paths(relativeTo: directory.path)
@@ -177,6 +180,7 @@ public actor CameraService {
                 metrics.captureFailures.increment()
                 let failed = NothingWritten(record: record, noSpace: allNoSpace)
                 logger.error("\(failed)")
+                events.send(.captureFailed(id: record.id, trigger: nil, reason: failed.description))
                 throw failed
             }
             record.partial = true
@@ -190,6 +194,7 @@ public actor CameraService {
             metrics.bracketFramesPerStep.record(Double(hi - lo + 1) / Double(sequences.count))
         }
         remember(record)
+        events.send(.captured(record))
         return record
     }
 
@@ -204,6 +209,7 @@ public actor CameraService {
             metrics.bracketFramesPerStep.record(Double(hi - lo + 1) / Double(frames.count))
         }
         remember(record)
+        events.send(.captured(record))
     }
 
     /// The newest 50 captures over the API and the newest 50 of the triggers: a busy trigger
@@ -215,7 +221,8 @@ public actor CameraService {
     }
 
     /// Counts a trigger's capture that failed.
-    func recordFailure() {
+    func recordFailure(trigger: String, reason: String) {
+        events.send(.captureFailed(id: nil, trigger: trigger, reason: reason))
         captureFailures += 1
         metrics.captureFailures.increment()
     }

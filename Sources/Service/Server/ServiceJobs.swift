@@ -156,6 +156,7 @@ struct JobContext: Sendable {
     var metrics: ServiceMetrics
     var logger: Logger
     var observe: @Sendable (OutputEvent) -> Void
+    var events: ServiceEvents
 }
 
 extension ServiceJob {
@@ -199,6 +200,7 @@ extension ServiceJob {
                 case .slot(let result, let progress):
                     if let start = result.start, let instant = result.instant { c.metrics.scheduleError.record((start - instant).secondsValue) }
                     c.metrics.slots(job: d.name, state: result.state.rawValue).increment()
+                    c.events.send(.slot(job: d.name, SlotReport(result).paths(relativeTo: c.output.path)))
                     update { p in
                         p.taken = progress.counts[.taken] ?? 0
                         p.skipped = progress.counts[.skipped] ?? 0

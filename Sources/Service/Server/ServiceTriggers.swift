@@ -160,7 +160,7 @@ public final class ServiceTrigger: Sendable {
                     await service.record(record, frames: c.sequences, bytes: c.files.reduce(0) { $0 + $1.bytes })
                     progress.withLock { $0.lastCapture = record }
                 case .failed(let t, let error):
-                    await service.recordFailure()
+                    await service.recordFailure(trigger: d.name, reason: error.message)
                     service.logger.warning("trigger '\(d.name)' \(t.sequence): \(error.message)")
                 case .dropped, .coalesced:
                     break
