@@ -130,9 +130,12 @@ public final class FleetLink: Sendable {
                         lastAt = now
                         let taken = state["capturesTaken"]?.number ?? 0
                         if taken != captures || now - pictureAt >= .seconds(60) {
-                            if let jpeg = try? await service.frameJPEG() { client.publish(topics.picture, jpeg, qos: 0, retain: true) }
-                            captures = taken
-                            pictureAt = now
+                            // Until the first frame there is none to show: tried again.
+                            if let jpeg = try? await service.frameJPEG() {
+                                client.publish(topics.picture, jpeg, qos: 0, retain: true)
+                                captures = taken
+                                pictureAt = now
+                            }
                         }
                     }
                     try? await Task.sleep(for: .seconds(1))

@@ -1,0 +1,174 @@
+import Capture
+import Fleet
+import FleetService
+import Foundation
+import ImageOutput
+import Logging
+import MQTT
+import Server
+import ShutterbugCore
+import SimulatedCamera
+import TestSupport
+import Testing
+
+/// The service's camera as a fleet node, in process: `CameraService` on the simulated camera in
+/// real time, `FleetLink` on a real Mosquitto broker, a coordinator's client asking.
+@Suite("The camera service on MQTT: a capture at a wall instant, the state Home Assistant reads, events, refusals", .serialized, .timeLimit(.minutes(3)))
+struct CameraNodeTests {
+    static func json(_ m: MQTTMessage) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(m.payload)) as? [String: Any]) ?? [:] }
+
+    /// A service on `profile` joined to a fresh broker as node "cam"; `body` gets the link, a
+    /// coordinator's client, its inbox and the output folder.
+    func withNode(_ profile: SensorProfile = .imx477, sync: ClockSync = ClockSync(source: .chrony, synchronised: true, offsetNs: 20_000, errorBoundNs: 150_000),
+                  maxClockError: Duration? = nil, _ body: @Sendable (FleetLink, MQTTClient, Inbox, String) async throws -> Void) async throws {
+        let broker = try Broker()
+        try await broker.start()
+        let dir = NSTemporaryDirectory() + "sb-node-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let cam = SimulatedCamera(profile: profile, options: SimulationOptions())
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5)
+        let directory = try OutputDirectory(path: dir, reserve: 64 << 20)
+        let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: profile))
+        let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, sensorModes: cam.capabilities.sensorModes)
+        var settings = MQTTSettings(url: "mqtt://127.0.0.1:\(broker.port)")
+        settings.node = "cam"
+        settings.statePeriod = .seconds(1)
+        settings.maxClockError = maxClockError
+        let link = try FleetLink(settings, service: service, reload: nil, version: "test", logger: Logger(label: "test"), clock: ClockSyncReader(fixed: sync))
+        let coordinator = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "coordinator"))
+        let inbox = Inbox.of(coordinator)
+        coordinator.subscribe("shutterbug/#")
+        coordinator.subscribe("homeassistant/#")
+        coordinator.subscribe("test/replies")
+        do {
+            try await withDeadline(.seconds(30), "the coordinator's and the node's connections") {
+                while !coordinator.status.connected || !link.client.status.connected { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            try await body(link, coordinator, inbox, dir)
+        } catch {
+            await link.stop()
+            coordinator.stop()
+            await session.stop()
+            try await broker.stop()
+            throw error
+        }
+        await link.stop()
+        coordinator.stop()
+        await session.stop()
+        try await broker.stop()
+    }
+
+    /// Sends `command` to the node and waits for its reply.
+    func ask(_ client: MQTTClient, _ inbox: Inbox, _ command: String, _ tag: String) async throws -> [String: Any] {
+        let correlation = Array(tag.utf8)
+        #expect(client.publish("shutterbug/cam/cmd", Array(command.utf8), qos: 1, responseTopic: "test/replies", correlationData: correlation))
+        let m = try await withDeadline(.seconds(60), "the node's reply to \(command)") {
+            await inbox.next { $0.topic == "test/replies" && $0.correlationData == correlation }
+        }
+        return Self.json(m)
+    }
+
+    @Test("a capture at a wall instant starts exposing at it within a line time, its files written, the clock's state in the reply; one too soon or in the past is refused with why")
+    func captureAtInstant() async throws {
+        try await withNode { link, client, inbox, dir in
+            // The newest frame first: the node needs its timing.
+            try await withDeadline(.seconds(30), "the state to show a frame") {
+                while true {
+                    let m = await inbox.next { $0.topic == "shutterbug/cam/state" }
+                    if (Self.json(m)["frame"] as? [String: Any])?["sequence"] is NSNumber { return }
+                }
+            }
+            for (k, ahead) in [Int64(3_500_000_000), 4_000_000_000].enumerated() {
+                let at = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + ahead + 123_457)
+                let reply = try await ask(client, inbox, #"{"id": "c\#(k)", "command": "capture", "at": "\#(Self.iso(at))", "ev": [0, 1]}"#, "c\(k)")
+                #expect(reply["ok"] as? Bool == true, "\(reply)")
+                let result = try #require(reply["result"] as? [String: Any])
+                let start = try #require(result["exposureStartWallNs"] as? NSNumber).int64Value
+                // imx477's 1332x990 mode (what 640x480 runs in): a line is 7.93 µs; the
+                // simulated sensor's exposure is whole lines, so the start is within one.
+                #expect(abs(start - at.nanoseconds) <= 7_930, "exposure started \(start - at.nanoseconds) ns from the instant")
+                let files = try #require(result["files"] as? [String])
+                #expect(files.filter { $0.hasSuffix(".jpg") }.count == 2)
+                for f in files { #expect(FileManager.default.fileExists(atPath: dir + "/" + f), "\(f)") }
+                #expect((result["clock"] as? [String: Any])?["errorBoundNs"] as? NSNumber == 150_000)
+            }
+            let soon = try await ask(client, inbox, #"{"command": "capture", "at": "\#(Self.iso(WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + 100_000_000)))"}"#, "soon")
+            #expect(soon["ok"] as? Bool == false)
+            #expect((soon["error"] as? String)?.contains("less than the phase lock's lead") == true, "\(soon)")
+            let past = try await ask(client, inbox, #"{"command": "capture", "at": "2020-01-01T00:00:00Z"}"#, "past")
+            #expect((past["error"] as? String)?.contains("has passed") == true, "\(past)")
+            // Each capture done is an event.
+            let event = try await withDeadline(.seconds(10), "a capture event") { await inbox.any { $0.topic == "shutterbug/cam/event/capture" } }
+            #expect(Self.json(event)["ok"] as? Bool == true)
+            #expect(await link.node.counts.performed == 2)
+        }
+    }
+
+    @Test("a node whose clock is not synchronised, or whose error bound is past the node's limit, refuses a capture at an instant, saying so; a capture now still works")
+    func unsynchronised() async throws {
+        try await withNode(sync: ClockSync(source: .timesyncd, synchronised: false, note: "systemd-timesyncd says the clock is not synchronised")) { _, client, inbox, _ in
+            try await withDeadline(.seconds(30), "a frame in the state") {
+                while true {
+                    if (Self.json(await inbox.next { $0.topic == "shutterbug/cam/state" })["frame"] as? [String: Any])?["sequence"] is NSNumber { return }
+                }
+            }
+            let at = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + 5_000_000_000)
+            let r = try await ask(client, inbox, #"{"command": "capture", "at": "\#(Self.iso(at))"}"#, "u")
+            #expect(r["ok"] as? Bool == false)
+            #expect((r["error"] as? String)?.contains("not synchronised") == true, "\(r)")
+            let now = try await ask(client, inbox, #"{"command": "capture"}"#, "n")
+            #expect(now["ok"] as? Bool == true, "\(now)")
+        }
+        // Synchronised, but chrony's error bound (150 µs) past what the node allows (100 µs).
+        try await withNode(maxClockError: .microseconds(100)) { _, client, inbox, _ in
+            try await withDeadline(.seconds(30), "a frame in the state") {
+                while true {
+                    if (Self.json(await inbox.next { $0.topic == "shutterbug/cam/state" })["frame"] as? [String: Any])?["sequence"] is NSNumber { return }
+                }
+            }
+            let at = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + 5_000_000_000)
+            let r = try await ask(client, inbox, #"{"command": "capture", "at": "\#(Self.iso(at))"}"#, "b")
+            #expect((r["error"] as? String)?.contains("error bound") == true, "\(r)")
+        }
+    }
+
+    @Test("every Home Assistant entity reads a key the retained state has (a template's path), numbers where a unit is given; the picture is a JPEG")
+    func discoveryMatchesState() async throws {
+        try await withNode(.imx708) { _, _, inbox, _ in
+            let m = try await withDeadline(.seconds(30), "a state with a frame") {
+                while true {
+                    let m = await inbox.next { $0.topic == "shutterbug/cam/state" }
+                    if (Self.json(m)["frame"] as? [String: Any])?["exposureUs"] is NSNumber { return m }
+                }
+            }
+            let state = Self.json(m)
+            let discovery = HomeAssistantDiscovery(topics: try FleetTopics(node: "cam"), model: "imx708", version: "test")
+            for config in discovery.configs(jobs: []) {
+                let payload = config.payload
+                guard case .string(let template)? = payload["value_template"] else { continue }
+                // value_json.a.b in the template: the path must be in the state document.
+                let path = try #require(template.firstMatch(of: /value_json\.([A-Za-z_.]+)/)).1.split(separator: ".").map(String.init)
+                var node: Any? = state
+                for key in path { node = (node as? [String: Any])?[key] }
+                #expect(node != nil, "\(config.object): \(path.joined(separator: ".")) is not in the state \(state)")
+                if payload["unit_of_measurement"] != nil, config.object != "sensor_temperature", config.object != "slot_error", config.object != "clock_error" {
+                    #expect(node is NSNumber, "\(config.object): \(path.joined(separator: ".")) is \(String(describing: node)), not a number")
+                }
+                // Every entity says where its availability is and which device it belongs to.
+                #expect(payload["availability_topic"] == .string("shutterbug/cam/availability"))
+                #expect(payload["unique_id"] != nil)
+            }
+            let picture = try await withDeadline(.seconds(30), "the picture") { await inbox.any { $0.topic == "shutterbug/cam/picture" } }
+            #expect(picture.payload.starts(with: [0xFF, 0xD8, 0xFF]), "the picture is not a JPEG")
+        }
+    }
+
+    static func iso(_ t: WallClockTime) -> String {
+        let base = t.description.dropLast(5)
+        let frac = String(t.nanoseconds % 1_000_000_000)
+        return base + "." + String(repeating: "0", count: 9 - frac.count) + frac + "Z"
+    }
+}
