@@ -141,7 +141,9 @@ struct FleetCapture: AsyncParsableCommand {
             exposure starts at it, or says why it could not (too soon for its lock's lead, \
             camera busy, clock not synchronised). Prints per node its exposure start in wall \
             time and its error from the instant, its files, its clock's synchronisation, and \
-            the spread of the starts. Exits 1 when a node online did not take the capture.
+            the spread of the starts. Exits 1 when a node online did not take the capture, or \
+            took it without starting at the instant (its phase lock missed: a dropped frame, the \
+            camera busy; its reply says by how much).
             """)
 
     @OptionGroup var broker: BrokerOptions
@@ -210,7 +212,9 @@ struct FleetCapture: AsyncParsableCommand {
         let got = await roster.snapshot().replies.compactMapValues(Roster.object)
         let missing = expected.filter { got[$0] == nil }
         print(Self.render(got, missing: missing, instant: instant, json: broker.json))
-        if got.isEmpty || missing.count > 0 || got.values.contains(where: { ($0["ok"] as? Bool) != true }) { throw ExitCode.failure }
+        // Every node online took it, each starting at the instant (phase-locked), or exit 1.
+        let unlocked = got.values.contains { (($0["result"] as? [String: Any])?["locked"] as? Bool) == false }
+        if got.isEmpty || missing.count > 0 || got.values.contains(where: { ($0["ok"] as? Bool) != true }) || unlocked { throw ExitCode.failure }
     }
 
     /// An instant as a node reads it: ISO 8601 in UTC to the nanosecond.
@@ -244,6 +248,7 @@ struct FleetCapture: AsyncParsableCommand {
             var parts = [String]()
             if let s = result["exposureStartWall"] as? String { parts.append("exposure start \(s)") }
             if let e = result["errorUs"] as? Double { parts.append(String(format: "%+.1f µs from the instant", e)) }
+            if (result["locked"] as? Bool) == false { parts.append("NOT phase-locked (\(result["phaseLock"] as? String ?? "no reason given"))") }
             if let files = result["files"] as? [String] { parts.append("\(files.count) file\(files.count == 1 ? "" : "s")\(files.first.map { " (\($0)\(files.count > 1 ? ", …" : ""))" } ?? "")") }
             if let clock = result["clock"] as? [String: Any] {
                 let synced = (clock["synchronised"] as? Bool) == true

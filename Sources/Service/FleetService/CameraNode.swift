@@ -132,6 +132,13 @@ public struct CameraNode: FleetNodeService {
         var r = try JSONValue(encoding: record)
         guard case .object(var o) = r else { return r }
         o["report"] = nil
+        // How the phase lock went: "locked: frame N exposed 9.5 µs after the instant", or why
+        // not (a frame dropped where it was planned, the camera busy): the start is then up to
+        // a frame period late, and `locked` says so.
+        if instant != nil, let lock = record.report?.phaseLock {
+            o["phaseLock"] = .string(lock)
+            o["locked"] = .bool(lock.hasPrefix("locked:"))
+        }
         if let start = record.exposureStartNs {
             let wall = SensorTime(nanoseconds: start) + offset
             o["exposureStartWall"] = .string(wall.description)
