@@ -7,7 +7,7 @@
 #      git and the cross linker (binutils-aarch64-linux-gnu): the compiler;
 #   2. an arm64 sysroot of Debian 13 (trixie) with trixie-backports: the arm64 -dev packages
 #      Shutterbug links (libcamera 0.7.1 from backports, libdrm, libtiff, libjpeg-turbo, libexif,
-#      libsqlite3, libpng, libcurl, zlib, libstdc++) with everything they depend on, as apt
+#      libsqlite3, libpng, libcurl, libmosquitto, zlib, libstdc++) with everything they depend on, as apt
 #      resolves them for a fresh trixie system; and, from unstable, only the arm64 Swift runtime
 #      (swiftlang, libswiftlang, without their dependencies), whose static archives hold
 #      unversioned references that bind to trixie's libc at link time. Each package's control
@@ -36,7 +36,7 @@ target_suite=trixie
 layout=2
 host_packages="swiftlang libc6-dev pkgconf git ca-certificates binutils-aarch64-linux-gnu"
 # From trixie (libcamera from trixie-backports: trixie itself has 0.4).
-target_packages="libc6-dev linux-libc-dev libcamera-dev/$target_suite-backports libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libsqlite3-dev libpng-dev libcurl4-openssl-dev zlib1g-dev"
+target_packages="libc6-dev linux-libc-dev libcamera-dev/$target_suite-backports libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libsqlite3-dev libpng-dev libcurl4-openssl-dev zlib1g-dev libmosquitto-dev"
 # From unstable, without dependencies: the Swift runtime and its static archives.
 runtime_packages="swiftlang libswiftlang"
 key=$(printf '%s\n' "$layout" "$host_suite" "$host_packages" | sha256sum | cut -c1-12)
@@ -281,6 +281,6 @@ echo "file: $(file -b "$bin" 2>/dev/null || true)"
 echo "needs:"
 readelf -d "$bin" | awk '/NEEDED/ {print "  " $5}' | tr -d '[]'
 echo "linked against (Debian $target_suite with backports, arm64; the Swift runtime from $host_suite):"
-grep -E '^(libc6|libstdc\+\+6|libcamera0\.[0-9]+|libcamera-dev|libdrm2|libtiff6|libjpeg62-turbo|libexif12|libsqlite3-0|libpng16-16\S*|libcurl4\S*|libswiftlang|swiftlang) ' "$tcache/target-versions.txt" | sed 's/^/  /' || true
+grep -E '^(libc6|libstdc\+\+6|libcamera0\.[0-9]+|libcamera-dev|libdrm2|libtiff6|libjpeg62-turbo|libexif12|libsqlite3-0|libpng16-16\S*|libcurl4\S*|libmosquitto1|libswiftlang|swiftlang) ' "$tcache/target-versions.txt" | sed 's/^/  /' || true
 # What the loader of a trixie system (glibc 2.41, GCC 14's libstdc++) must provide.
 Cross/check-glibc.sh "$bin" "$sysroot"
