@@ -135,7 +135,9 @@ let package = Package(
             dependencies: [
                 "ShutterbugPosix",
                 "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS", "Journal", "HTTPTransfer",
+                "Fleet", "FleetService", "MQTT", "Server",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/Benchmarks/shutterbug-bench"
         ),

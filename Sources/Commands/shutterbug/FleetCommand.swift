@@ -58,6 +58,8 @@ struct BrokerOptions: ParsableArguments {
         let id = "shutterbug-fleet-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         var o = MQTTOptions(host: host, port: port, clientID: id, username: username, password: password)
         if tls || tlsCA != nil { o.tls = .init(caFile: tlsCA) }
+        // Every node's availability, state and reply, for rigs of thousands.
+        o.inboxLimit = 1 << 16
         let client = try MQTTClient(o)
         let replies = "\(topicPrefix)/coordinator/\(id)/reply"
         client.subscribe("\(topicPrefix)/+/availability")

@@ -42,6 +42,8 @@ public struct MQTTOptions: Sendable {
             (self.caFile, self.certFile, self.keyFile) = (caFile, certFile, keyFile)
         }
     }
+    /// Messages kept for a reader that falls behind (the newest; older ones are dropped).
+    public var inboxLimit = 1024
     /// The wait before a reconnection, doubling up to the maximum.
     public var reconnectDelay: ClosedRange<Int> = 1...30
 
@@ -109,8 +111,8 @@ public final class MQTTClient: Sendable {
     private let handle: Handle
     private let state = Mutex(State())
     private let incoming: AsyncStream<MQTTMessage>.Continuation
-    /// Every message on the topics subscribed to, in order (the newest 1024 kept when the
-    /// reader falls behind); ends when the client stops.
+    /// Every message on the topics subscribed to, in order (the newest `inboxLimit` kept when
+    /// the reader falls behind); ends when the client stops.
     public let messages: AsyncStream<MQTTMessage>
     private let events: AsyncStream<Bool>.Continuation
     /// True on each connection, false on each loss; ends when the client stops.
@@ -129,7 +131,7 @@ public final class MQTTClient: Sendable {
     public init(_ options: MQTTOptions) throws {
         guard Self.initialised else { throw ShutterbugError(.system, "libmosquitto could not be initialised") }
         guard (1...65535).contains(options.port) else { throw ShutterbugError(.invalidArgument, "the MQTT port must be in 1...65535, not \(options.port)") }
-        (messages, incoming) = AsyncStream<MQTTMessage>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        (messages, incoming) = AsyncStream<MQTTMessage>.makeStream(bufferingPolicy: .bufferingNewest(max(1, options.inboxLimit)))
         (connectionChanges, events) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(64))
         guard let m = mosquitto_new(options.clientID, true, nil) else {
             throw ShutterbugError(.invalidArgument, "libmosquitto refused the client id '\(options.clientID.prefix(80))'")
@@ -137,6 +139,9 @@ public final class MQTTClient: Sendable {
         handle = Handle(m)
         mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
         _ = sbmosq_use_v5(m)
+        // Small packets at once (no Nagle): a command and its reply are a few hundred bytes
+        // each, and waiting for the previous one's ACK cost some 40 ms a hop.
+        _ = mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1)
         if let u = options.username { mosquitto_username_pw_set(m, u, options.password) }
         if let tls = options.tls {
             // Without a CA file, the system's store (OpenSSL's default paths).
