@@ -16,9 +16,17 @@ struct FleetCLITests {
 
     static let profiles = ["sim:imx477", "sim:imx708", "sim:imx219", "sim:ov5647"]
 
+    /// A password node n1 logs in with (the broker takes any): it must show nowhere.
+    static let secret = "s3cret-\(UUID().uuidString.prefix(8))"
+    static let passwordFile: String = {
+        let path = NSTemporaryDirectory() + "sb-fleet-password-\(UUID().uuidString)"
+        try? secret.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }()
+
     func node(_ i: Int, broker: Int, extra: [String] = []) async throws -> ServeCLITests.Server {
         try await .start(["--camera", Self.profiles[i], "--mqtt-url", "mqtt://127.0.0.1:\(broker)", "--mqtt-node", "n\(i)", "--mqtt-allow-unsynchronised-clock"]
-            + (i < 2 ? ["--mqtt-groups", "left"] : []) + extra)
+            + (i < 2 ? ["--mqtt-groups", "left"] : []) + (i == 1 ? ["--mqtt-username", "cam", "--mqtt-password-file", Self.passwordFile] : []) + extra)
     }
 
     /// `shutterbug fleet ARGS --broker … --json`, its status and its JSON.
@@ -47,7 +55,7 @@ struct FleetCLITests {
         }
     }
 
-    @Test("four nodes on four sensors capture at one wall instant, each saying whether its phase lock held; where all held, the spread of their exposure starts is within the slowest line time; a group's capture reaches its members only; a node killed goes offline by its last will and comes back; a timelapse misses no slot while the broker is down and restarted")
+    @Test("four nodes on four sensors capture at one wall instant, each saying whether its phase lock held; where all held, the spread of their exposure starts is within the slowest line time; a group's capture reaches its members only; Home Assistant's configs read back with mosquitto_sub; the broker password shown nowhere; a node killed goes offline by its last will and comes back; a timelapse misses no slot while the broker is down and restarted")
     func fourNodes() async throws {
         let broker = try Broker()
         try await broker.start()
@@ -55,6 +63,27 @@ struct FleetCLITests {
         defer { for n in nodes { n.discard() } }
         for i in 0..<4 { nodes.append(try await node(i, broker: broker.port)) }
         try await waitFor(["n0", "n1", "n2", "n3"], "online", broker: broker.port)
+
+        // Home Assistant's view, read back with Debian's mosquitto_sub: each node's retained
+        // discovery configs, each a JSON object naming its node's availability topic.
+        // (-C: it exits after that many; its own -W timer never fires here, because the test
+        // process blocks SIGALRM and its children inherit the mask: timeout's SIGKILL bounds it.)
+        let sub = try await runChild("/usr/bin/timeout", ["-s", "KILL", "20", "/usr/bin/mosquitto_sub", "-p", String(broker.port), "-t", "homeassistant/+/n2/+/config",
+                                                          "--retained-only", "-C", "12", "-v"])
+        let configs = sub.out.split(separator: "\n").filter { !$0.isEmpty }
+        #expect(configs.count == 12, "\(sub.out) \(sub.err)")
+        for line in configs {
+            let parts = line.split(separator: " ", maxSplits: 1)
+            let payload = (try? JSONSerialization.jsonObject(with: Data((parts.last ?? "").utf8))) as? [String: Any]
+            #expect(payload?["availability_topic"] as? String == "shutterbug/n2/availability", "\(line)")
+            #expect((payload?["device"] as? [String: Any])?["identifiers"] as? [String] == ["shutterbug_n2"], "\(line)")
+        }
+        // The broker password is in no answer of the node's.
+        for path in ["api/config", "api/status"] {
+            let text = try await api.call(nodes[1].base + path).text
+            #expect(!text.contains(Self.secret), "\(path) shows the MQTT password")
+        }
+        #expect(try await api.call(nodes[1].base + "api/config").text.contains("mqtt-password-file"))
 
         // Every node takes every capture. A node's phase lock can miss on a machine this busy
         // (four simulated cameras and the tests on two cores: a frame dropped where the lock
