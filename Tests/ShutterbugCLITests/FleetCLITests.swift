@@ -24,9 +24,17 @@ struct FleetCLITests {
         return path
     }()
 
+    /// Each node's CLOCK_MONOTONIC (its camera's clock) is offset from the others' by a time
+    /// namespace of its own: a node that took its camera's clock for wall time, or another
+    /// node's camera clock for its own, would start its exposure seconds to days away.
+    static let monotonicOffsets = [0, 1_000, 250_000, 77]
+
     func node(_ i: Int, broker: Int, extra: [String] = []) async throws -> ServeCLITests.Server {
-        try await .start(["--camera", Self.profiles[i], "--mqtt-url", "mqtt://127.0.0.1:\(broker)", "--mqtt-node", "n\(i)", "--mqtt-allow-unsynchronised-clock"]
-            + (i < 2 ? ["--mqtt-groups", "left"] : []) + (i == 1 ? ["--mqtt-username", "cam", "--mqtt-password-file", Self.passwordFile] : []) + extra)
+        // --kill-child: SIGKILL to unshare reaches the node (the test's kill -9).
+        let wrapper = Self.monotonicOffsets[i] == 0 ? [] : ["/usr/bin/unshare", "--time", "--monotonic", String(Self.monotonicOffsets[i]), "--boottime", String(Self.monotonicOffsets[i]),
+                                                            "--fork", "--kill-child", "--"]
+        return try await .start(["--camera", Self.profiles[i], "--mqtt-url", "mqtt://127.0.0.1:\(broker)", "--mqtt-node", "n\(i)", "--mqtt-allow-unsynchronised-clock"]
+            + (i < 2 ? ["--mqtt-groups", "left"] : []) + (i == 1 ? ["--mqtt-username", "cam", "--mqtt-password-file", Self.passwordFile] : []) + extra, wrapper: wrapper)
     }
 
     /// `shutterbug fleet ARGS --broker … --json`, its status and its JSON.
@@ -55,7 +63,7 @@ struct FleetCLITests {
         }
     }
 
-    @Test("four nodes on four sensors capture at one wall instant, each saying whether its phase lock held; where all held, the spread of their exposure starts is within the slowest line time; a group's capture reaches its members only; Home Assistant's configs read back with mosquitto_sub; the broker password shown nowhere; a node killed goes offline by its last will and comes back; a timelapse misses no slot while the broker is down and restarted")
+    @Test("four nodes on four sensors, three in time namespaces of their own (their camera clocks days apart), capture at one wall instant, each saying whether its phase lock held; where all held, the spread of their exposure starts is within the slowest line time; a group's capture reaches its members only; Home Assistant's configs read back with mosquitto_sub; the broker password shown nowhere; a node killed goes offline by its last will and comes back; a timelapse misses no slot while the broker is down and restarted")
     func fourNodes() async throws {
         let broker = try Broker()
         try await broker.start()
@@ -146,7 +154,10 @@ struct FleetCLITests {
         let jobs = listed["n0"]?["jobs"] as? [String: String]
         #expect(jobs == ["roof": "running"], "\(listed)")
 
-        for n in nodes { _ = try await n.stop() }
+        // The nodes in time namespaces run under unshare, which (like the test process) blocks
+        // SIGTERM: they are stopped with SIGKILL; n0 with SIGTERM, as systemd stops it.
+        #expect(try await nodes[0].stop() == 0)
+        for n in nodes.dropFirst() { n.discard() }
         nodes = []
         try await broker.stop()
     }

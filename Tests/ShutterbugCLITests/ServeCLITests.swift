@@ -17,10 +17,12 @@ struct ServeCLITests {
         var base = ""
         let dir: String
 
-        init(_ extra: [String] = [], environment: [String: String] = [:]) throws {
+        /// `wrapper`: a command that runs the service (`unshare --time … --`), its words first.
+        init(_ extra: [String] = [], environment: [String: String] = [:], wrapper: [String] = []) throws {
             dir = NSTemporaryDirectory() + "sb-serve-\(UUID().uuidString)"
-            process.executableURL = URL(fileURLWithPath: OutputCLITests.exe)
-            process.arguments = ["serve", "--camera", "sim:imx477", "--size", "640x480", "--listen", "127.0.0.1:0", "--output", dir] + extra
+            let words = ["serve", "--camera", "sim:imx477", "--size", "640x480", "--listen", "127.0.0.1:0", "--output", dir] + extra
+            process.executableURL = URL(fileURLWithPath: wrapper.first ?? OutputCLITests.exe)
+            process.arguments = wrapper.isEmpty ? words : Array(wrapper.dropFirst()) + [OutputCLITests.exe] + words
             var env = ProcessInfo.processInfo.environment
             env["SHUTTERBUG_TOKEN"] = nil
             for (k, v) in environment { env[k] = v }
@@ -45,8 +47,8 @@ struct ServeCLITests {
         /// Starts one, waiting for its address off Swift's cooperative pool: a blocking read
         /// there (seconds on a loaded machine) holds one of its two threads, and every other
         /// test's tasks wait behind it.
-        static func start(_ extra: [String] = [], environment: [String: String] = [:]) async throws -> Server {
-            try await offPool { try Server(extra, environment: environment) }
+        static func start(_ extra: [String] = [], environment: [String: String] = [:], wrapper: [String] = []) async throws -> Server {
+            try await offPool { try Server(extra, environment: environment, wrapper: wrapper) }
         }
 
         /// SIGTERM, and its exit waited for off the cooperative pool.
