@@ -63,7 +63,7 @@ struct FleetCLITests {
         }
     }
 
-    @Test("four nodes on four sensors, three in time namespaces of their own (their camera clocks days apart), capture at one wall instant, each saying whether its phase lock held; where all held, the spread of their exposure starts is within the slowest line time; a group's capture reaches its members only; Home Assistant's configs read back with mosquitto_sub; the broker password shown nowhere; a node killed goes offline by its last will and comes back; a timelapse misses no slot while the broker is down and restarted")
+    @Test("four nodes on four sensors, three in time namespaces of their own (their camera clocks days apart), capture at one wall instant, each saying whether its phase lock held; where all held (40 of 50 at least, on a busy machine), the spread of their exposure starts is within the slowest line time (p99); a group's capture reaches its members only; Home Assistant's configs read back with mosquitto_sub; the broker password shown nowhere; a node killed goes offline by its last will and comes back; a timelapse misses no slot while the broker is down and restarted")
     func fourNodes() async throws {
         let broker = try Broker()
         try await broker.start()
@@ -99,8 +99,8 @@ struct FleetCLITests {
         // command exits 1. The captures where every node locked have their starts within the
         // slowest line of each other, and most captures are those.
         var spreads: [Double] = []
-        for k in 0..<10 {
-            let r = try await fleet(["capture", "--at", "+4s"] + (k % 2 == 0 ? [] : ["--ev", "-1,0"]), broker: broker.port)
+        for k in 0..<50 {
+            let r = try await fleet(["capture", "--at", "+3s"] + (k % 2 == 0 ? [] : ["--ev", "-1,0"]), broker: broker.port)
             let replies = r.json["nodes"] as? [String: [String: Any]] ?? [:]
             #expect(Set(replies.keys) == ["n0", "n1", "n2", "n3"], "capture \(k): \(r.json) \(r.err)")
             var allLocked = true
@@ -116,9 +116,9 @@ struct FleetCLITests {
             #expect(r.status == (allLocked ? 0 : 1), "capture \(k): \(r.json)")
             if allLocked, let s = r.json["spreadUs"] as? Double { spreads.append(s * 1000) }
         }
-        #expect(spreads.count >= 8, "only \(spreads.count) of 10 captures were phase-locked on every node")
-        let worst = spreads.max() ?? .infinity
-        #expect(worst <= Self.slowestLine, "the spread of exposure starts reached \(worst) ns over \(spreads.count) captures: \(spreads)")
+        #expect(spreads.count >= 40, "only \(spreads.count) of 50 captures were phase-locked on every node")
+        let p99 = spreads.sorted()[min(spreads.count - 1, Int((Double(spreads.count - 1) * 0.99).rounded()))]
+        #expect(p99 <= Self.slowestLine, "the spread of exposure starts reached \(p99) ns (p99) over \(spreads.count) captures: \(spreads.sorted())")
 
         // A group: only its members answer.
         let group = try await fleet(["capture", "--at", "+4s", "--group", "left"], broker: broker.port)

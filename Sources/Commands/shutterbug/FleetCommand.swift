@@ -186,21 +186,25 @@ struct FleetCapture: AsyncParsableCommand {
             command["gain"] = .number(gain)
         }
         if let group { command["group"] = .string(group) }
-        let wallNow = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
+        // The instant checked now, before the broker is asked; a relative one counts from
+        // when the command is sent (connecting takes a moment).
+        var relative: Duration?
         var instant: WallClockTime?
         if !now {
             if at.hasPrefix("+") {
-                instant = WallClockTime(nanoseconds: wallNow.nanoseconds + (try NumericInput.period(String(at.dropFirst()), "--at", in: 0...3600)).nanosecondsValue)
+                relative = try NumericInput.period(String(at.dropFirst()), "--at", in: 0...3600)
             } else if let t = Fleet.FleetCommand.instant(at) {
                 instant = t
             } else {
                 instant = try NumericInput.wallTime(at, "--at")
             }
-            command["at"] = .string(Self.iso(instant!))
         }
         let (client, roster, replies) = try await broker.connect()
         defer { client.stop() }
         let expected = await roster.online(group: group)
+        let wallNow = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
+        if let relative { instant = WallClockTime(nanoseconds: wallNow.nanoseconds + relative.nanosecondsValue) }
+        if let instant { command["at"] = .string(Self.iso(instant)) }
         let correlation = Array(UUID().uuidString.utf8)
         await roster.expect(correlation)
         client.publish("\(broker.topicPrefix)/fleet/cmd", Array(JSONValue.object(command).encoded.utf8), qos: 1, responseTopic: replies, correlationData: correlation)
