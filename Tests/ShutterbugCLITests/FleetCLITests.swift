@@ -29,12 +29,48 @@ struct FleetCLITests {
     /// node's camera clock for its own, would start its exposure seconds to days away.
     static let monotonicOffsets = [0, 1_000, 250_000, 77]
 
+    /// Nodes 2 and 3 are in network namespaces of their own too, reaching the broker over a
+    /// veth pair (10.201.N.1 on the test's side, 10.201.N.2 on the node's); 0 and 1 are on
+    /// the machine's network, where the test also asks their HTTP API.
+    static func inNetworkNamespace(_ i: Int) -> Bool { i >= 2 }
+    static let tag = String(UInt16.random(in: 0...UInt16.max), radix: 16)
+
+    /// `ip ARGS` (or `nsenter -t PID -n ip ARGS`), failing the test with what it said.
+    func ip(_ args: [String], in pid: Int32? = nil) async throws {
+        let (exe, words) = pid.map { ("/usr/bin/nsenter", ["-t", String($0), "-n", "/usr/sbin/ip"] + args) } ?? ("/usr/sbin/ip", args)
+        let r = try? await runChild(exe, words)
+        guard let r, r.status == 0 else { throw BrokerError(message: "ip \(args.joined(separator: " ")) failed: \(r?.err ?? "could not run ip (iproute2)")") }
+    }
+
     func node(_ i: Int, broker: Int, extra: [String] = []) async throws -> ServeCLITests.Server {
+        let net = Self.inNetworkNamespace(i)
+        let (host, peer) = ("sbh\(i)\(Self.tag)", "sbn\(i)\(Self.tag)")
+        if net {
+            // The test's end of the pair, up before the node starts (one left by a killed
+            // node's namespace is gone with it).
+            _ = try? runChildBlocking("/usr/sbin/ip", ["link", "del", host])
+            try await ip(["link", "add", host, "type", "veth", "peer", "name", peer])
+            try await ip(["addr", "add", "10.201.\(i).1/30", "dev", host])
+            try await ip(["link", "set", host, "up"])
+        }
         // --kill-child: SIGKILL to unshare reaches the node (the test's kill -9).
-        let wrapper = Self.monotonicOffsets[i] == 0 ? [] : ["/usr/bin/unshare", "--time", "--monotonic", String(Self.monotonicOffsets[i]), "--boottime", String(Self.monotonicOffsets[i]),
-                                                            "--fork", "--kill-child", "--"]
-        return try await .start(["--camera", Self.profiles[i], "--mqtt-url", "mqtt://127.0.0.1:\(broker)", "--mqtt-node", "n\(i)", "--mqtt-allow-unsynchronised-clock"]
-            + (i < 2 ? ["--mqtt-groups", "left"] : []) + (i == 1 ? ["--mqtt-username", "cam", "--mqtt-password-file", Self.passwordFile] : []) + extra, wrapper: wrapper)
+        var wrapper = ["/usr/bin/unshare", "--time", "--monotonic", String(Self.monotonicOffsets[i]), "--boottime", String(Self.monotonicOffsets[i])]
+        // In a network namespace, loopback up before the node starts (it listens there).
+        wrapper += net ? ["--net", "--fork", "--kill-child", "--", "/bin/sh", "-c", "/usr/sbin/ip link set lo up && exec \"$@\"", "sh"] : ["--fork", "--kill-child", "--"]
+        let server = try await ServeCLITests.Server.start(
+            ["--camera", Self.profiles[i], "--mqtt-url", "mqtt://\(net ? "10.201.\(i).1" : "127.0.0.1"):\(broker)", "--mqtt-node", "n\(i)", "--mqtt-allow-unsynchronised-clock"]
+                + (i < 2 ? ["--mqtt-groups", "left"] : []) + (i == 1 ? ["--mqtt-username", "cam", "--mqtt-password-file", Self.passwordFile] : []) + extra,
+            wrapper: Self.monotonicOffsets[i] == 0 && !net ? [] : wrapper)
+        if net {
+            // The node (unshare's child) is up: its end of the pair goes into its namespace.
+            // Its MQTT client has been retrying meanwhile, and connects on its next try.
+            let children = (try? String(contentsOfFile: "/proc/\(server.process.processIdentifier)/task/\(server.process.processIdentifier)/children", encoding: .utf8)) ?? ""
+            let child = try #require(children.split(separator: " ").first.flatMap { Int32($0) }, "unshare has no child process")
+            try await ip(["link", "set", peer, "netns", String(child)])
+            try await ip(["addr", "add", "10.201.\(i).2/30", "dev", peer], in: child)
+            try await ip(["link", "set", peer, "up"], in: child)
+        }
+        return server
     }
 
     /// `shutterbug fleet ARGS --broker … --json`, its status and its JSON.
@@ -63,10 +99,11 @@ struct FleetCLITests {
         }
     }
 
-    @Test("four nodes on four sensors, three in time namespaces of their own (their camera clocks days apart), capture at one wall instant, each saying whether its phase lock held; where all held (40 of 50 at least, on a busy machine), the spread of their exposure starts is within the slowest line time (p99); a group's capture reaches its members only; Home Assistant's configs read back with mosquitto_sub; the broker password shown nowhere; a node killed goes offline by its last will and comes back; a timelapse misses no slot while the broker is down and restarted")
+    @Test("four nodes on four sensors, three in time namespaces of their own (their camera clocks days apart) and two in network namespaces reaching the broker over veth pairs, capture at one wall instant, each saying whether its phase lock held; where all held (40 of 50 at least, on a busy machine), the spread of their exposure starts is within the slowest line time (p99); a group's capture reaches its members only; Home Assistant's configs read back with mosquitto_sub; the broker password shown nowhere; a node killed goes offline by its last will and comes back; a timelapse misses no slot while the broker is down and restarted")
     func fourNodes() async throws {
-        let broker = try Broker()
+        let broker = try Broker(address: "0.0.0.0")
         try await broker.start()
+        defer { for i in 0..<4 where Self.inNetworkNamespace(i) { _ = try? runChildBlocking("/usr/sbin/ip", ["link", "del", "sbh\(i)\(Self.tag)"]) } }
         var nodes: [ServeCLITests.Server] = []
         defer { for n in nodes { n.discard() } }
         for i in 0..<4 { nodes.append(try await node(i, broker: broker.port)) }

@@ -11,7 +11,9 @@ public final class Broker: @unchecked Sendable {
     public let log: String
     private var process: Process?
 
-    public init(extra: String = "") throws {
+    /// `address`: where it listens (0.0.0.0 for nodes in network namespaces of their own,
+    /// reaching it over veth pairs).
+    public init(extra: String = "", address: String = "127.0.0.1") throws {
         port = try Self.freePort()
         let dir = NSTemporaryDirectory() + "sb-mqtt-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -19,7 +21,7 @@ public final class Broker: @unchecked Sendable {
         log = dir + "/log"
         // Its log to standard error, which is a file of ours (started as root, the broker runs
         // as the mosquitto user and could not open one in this folder itself).
-        try "listener \(port) 127.0.0.1\n\(extra.contains("allow_anonymous") ? "" : "allow_anonymous true\n")persistence false\nlog_dest stderr\n\(extra)".write(toFile: config, atomically: true, encoding: .utf8)
+        try "listener \(port) \(address)\n\(extra.contains("allow_anonymous") ? "" : "allow_anonymous true\n")persistence false\nlog_dest stderr\n\(extra)".write(toFile: config, atomically: true, encoding: .utf8)
         _ = FileManager.default.createFile(atPath: log, contents: nil)
     }
 
@@ -85,5 +87,6 @@ public final class Broker: @unchecked Sendable {
 public struct BrokerError: Error, CustomStringConvertible {
     public var message: String
     public var description: String { message }
+    public init(message: String) { self.message = message }
 }
 

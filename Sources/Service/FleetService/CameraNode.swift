@@ -7,6 +7,10 @@ import Server
 import ShutterbugCore
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The service's camera as a fleet node: its state document, its jobs, and the commands carried
 /// out on it (a photo or a bracket now, or exposed from a wall instant; a job paused, resumed or
 /// stopped; the configuration read again).
@@ -181,22 +185,59 @@ public final class ClockSyncReader: Sendable {
         return .unknown
     }
 
-    /// A program's output, or nil when it cannot be run, fails, or takes more than 2 s.
+    /// A program's output, or nil when it cannot be run, fails, or takes more than 2 s (then
+    /// it is killed). posix_spawn and waitpid, not Foundation's Process, whose wait for the
+    /// child's end goes through a run-loop socket and never returned where loopback was down.
     static func run(_ path: String, _ args: [String]) -> String? {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = args
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = FileHandle.nullDevice
-        do { try p.run() } catch { return nil }
-        let killer = DispatchWorkItem { if p.isRunning { p.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 2, execute: killer)
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        killer.cancel()
-        guard p.terminationStatus == 0 else { return nil }
-        let text = String(decoding: data, as: UTF8.self)
-        return text.isEmpty ? nil : text
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { return nil }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        defer { close(fds[0]) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // The child starts with no signal blocked, whatever this process blocks.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        let argv = ([path] + args).map { strdup($0) } + [nil]
+        defer { for a in argv { free(a) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        close(fds[1])
+        guard spawned == 0 else { return nil }
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let deadline = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < deadline {
+            var p = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
+            let left = max(1, Int32((deadline - ContinuousClock.now).components.seconds * 1000 + (deadline - ContinuousClock.now).components.attoseconds / 1_000_000_000_000_000))
+            guard poll(&p, 1, left) > 0 else { continue }
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fds[0], $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            output += buffer[0..<n]
+            if output.count > 1 << 16 { break }
+        }
+        // Its end, until the deadline (its output closed a moment before it exits).
+        var status: Int32 = 0
+        var ended = false
+        while !ended {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid { ended = true } else if r < 0 || ContinuousClock.now >= deadline { break } else { usleep(2000) }
+        }
+        if !ended {
+            kill(pid, SIGKILL)
+            waitpid(pid, &status, 0)
+            return nil
+        }
+        // Exited normally with 0 (WIFEXITED and WEXITSTATUS, by hand: they are macros).
+        guard status & 0x7f == 0, (status >> 8) & 0xff == 0, !output.isEmpty else { return nil }
+        return String(decoding: output, as: UTF8.self)
     }
 }
