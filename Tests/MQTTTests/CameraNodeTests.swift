@@ -71,7 +71,7 @@ struct CameraNodeTests {
         return Self.json(m)
     }
 
-    @Test("a capture at a wall instant starts exposing at it within a line time, its files written, the clock's state in the reply; one too soon or in the past is refused with why")
+    @Test("a capture at a wall instant starts exposing at it within a line time, its files written, the clock's state in the reply; one waiting for its instant holds up no other command; one too soon or in the past is refused with why")
     func captureAtInstant() async throws {
         try await withNode { link, client, inbox, dir in
             // The newest frame first: the node needs its timing.
@@ -100,10 +100,24 @@ struct CameraNodeTests {
             #expect((soon["error"] as? String)?.contains("less than the phase lock's lead") == true, "\(soon)")
             let past = try await ask(client, inbox, #"{"command": "capture", "at": "2020-01-01T00:00:00Z"}"#, "past")
             #expect((past["error"] as? String)?.contains("has passed") == true, "\(past)")
+            // A capture waiting for its instant holds up no other command: a status asked
+            // after it is answered before it.
+            let later = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + 4_000_000_000)
+            #expect(client.publish("shutterbug/cam/cmd", Array(#"{"command": "capture", "at": "\#(Self.iso(later))"}"#.utf8), qos: 1,
+                                   responseTopic: "test/replies", correlationData: Array("later".utf8)))
+            let status = try await ask(client, inbox, #"{"command": "status"}"#, "status")
+            #expect(status["ok"] as? Bool == true)
+            let early = await inbox.has { $0.topic == "test/replies" && $0.correlationData == Array("later".utf8) }
+            let earlyText = early ? String(decoding: (await inbox.any { $0.topic == "test/replies" && $0.correlationData == Array("later".utf8) }).payload, as: UTF8.self) : ""
+            #expect(!early, "the status waited for the capture: \(earlyText)")
+            let laterReply = try await withDeadline(.seconds(60), "the later capture's reply") {
+                await inbox.any { $0.topic == "test/replies" && $0.correlationData == Array("later".utf8) }
+            }
+            #expect(Self.json(laterReply)["ok"] as? Bool == true, "\(Self.json(laterReply))")
             // Each capture done is an event.
             let event = try await withDeadline(.seconds(10), "a capture event") { await inbox.any { $0.topic == "shutterbug/cam/event/capture" } }
             #expect(Self.json(event)["ok"] as? Bool == true)
-            #expect(await link.node.counts.performed == 2)
+            #expect(await link.node.counts.performed == 4)
         }
     }
 

@@ -34,6 +34,9 @@ actor Inbox {
         return await next(predicate)
     }
 
+    /// Whether a message that matches has come.
+    func has(_ predicate: (MQTTMessage) -> Bool) -> Bool { seen.contains(where: predicate) }
+
     /// The next message (after the last one waited for) that matches.
     func next(_ predicate: @escaping @Sendable (MQTTMessage) -> Bool) async -> MQTTMessage {
         if let i = seen[cursor...].firstIndex(where: predicate) {

@@ -138,6 +138,26 @@ public actor FleetNode {
             reply(to: m, id: id, .object(["ok": .bool(true), "repeat": .bool(true)]))
             return
         }
+        // Carried out beside the next commands: a capture waiting for its instant does not hold
+        // up a status, a pause, or the next capture (whose instant may come a second later).
+        // Past `maxInFlight` at once, the next waits its turn.
+        if inFlight >= Self.maxInFlight {
+            await carryOut(command, m)
+        } else {
+            inFlight += 1
+            Task {
+                await self.carryOut(command, m)
+                await self.finished()
+            }
+        }
+    }
+
+    /// Commands carried out at once, at most.
+    static let maxInFlight = 32
+    var inFlight = 0
+    func finished() { inFlight -= 1 }
+
+    func carryOut(_ command: FleetCommand, _ m: MQTTMessage) async {
         do {
             let result = try await service.perform(command)
             counts.performed += 1
