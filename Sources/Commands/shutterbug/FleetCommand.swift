@@ -24,7 +24,7 @@ struct BrokerOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The broker: mqtt://HOST[:PORT] or mqtts://HOST[:PORT] (default mqtt://127.0.0.1:1883; SHUTTERBUG_MQTT_URL).", valueName: "url"))
     var broker: String?
 
-    @Option(name: .long, help: ArgumentHelp("The nodes' topic prefix (default shutterbug).", valueName: "prefix"))
+    @Option(name: .long, help: ArgumentHelp("The nodes' topic prefix.", valueName: "prefix"))
     var topicPrefix: String = "shutterbug"
 
     @Option(name: .long, help: ArgumentHelp("The user name on the broker.", valueName: "name"))
@@ -150,7 +150,7 @@ struct FleetCapture: AsyncParsableCommand {
 
     @OptionGroup var broker: BrokerOptions
 
-    @Option(name: .long, help: ArgumentHelp("When: +5s (from now), or an instant: 2026-11-26T18:00:00.000Z, 2026-11-26T18:00 (local time). Default +5s. Without --at-now, a node needs some 25 frames' notice.", valueName: "instant"))
+    @Option(name: .long, help: ArgumentHelp("When: +5s (from now), or an instant: 2026-11-26T18:00:00.000Z, 2026-11-26T18:00 (local time). A node needs some 25 frames' notice (its phase lock's lead).", valueName: "instant"))
     var at: String = "+5s"
 
     @Flag(name: .long, help: "Capture now on each node as the command arrives (no common instant).")
@@ -168,7 +168,7 @@ struct FleetCapture: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Only the nodes in this group.", valueName: "name"))
     var group: String?
 
-    @Option(name: .long, help: ArgumentHelp("How long to wait for the replies after the instant (default 30s).", valueName: "time"))
+    @Option(name: .long, help: ArgumentHelp("How long to wait for the replies after the instant.", valueName: "time"))
     var timeout: String = "30s"
 
     func run() async throws {

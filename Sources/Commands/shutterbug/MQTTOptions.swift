@@ -34,7 +34,7 @@ struct MQTTServeOptions: ParsableArguments {
     @Option(name: .customLong("mqtt-tls-key"), help: ArgumentHelp("The client certificate's key.", valueName: "file"))
     var tlsKey: String?
 
-    @Option(name: .customLong("mqtt-topic-prefix"), help: ArgumentHelp("The topics' prefix: PREFIX/NODE/state, PREFIX/fleet/cmd, … (default shutterbug).", valueName: "prefix"))
+    @Option(name: .customLong("mqtt-topic-prefix"), help: ArgumentHelp("The topics' prefix: PREFIX/NODE/state, PREFIX/fleet/cmd, ….", valueName: "prefix"))
     var topicPrefix: String = "shutterbug"
 
     @Option(name: .customLong("mqtt-node"), help: ArgumentHelp("This camera's name in topics and in Home Assistant: 1 to 64 of A-Z, a-z, 0-9, _ and - (default the host's name).", valueName: "name"))
@@ -43,7 +43,7 @@ struct MQTTServeOptions: ParsableArguments {
     @Option(name: .customLong("mqtt-groups"), help: ArgumentHelp("Groups this node is in (a fleet command for a group reaches its members only): north,roof.", valueName: "name,..."))
     var groups: String?
 
-    @Option(name: .customLong("mqtt-discovery-prefix"), help: ArgumentHelp("Home Assistant's discovery prefix (default homeassistant).", valueName: "prefix"))
+    @Option(name: .customLong("mqtt-discovery-prefix"), help: ArgumentHelp("Home Assistant's discovery prefix.", valueName: "prefix"))
     var discoveryPrefix: String = "homeassistant"
 
     @Flag(name: .customLong("mqtt-no-discovery"), help: "Publish no Home Assistant discovery configs.")

@@ -36,7 +36,8 @@ struct ServeCommand: AsyncParsableCommand {
             /api/triggers, /api/config (POST /api/config/reload), /metrics; POST /api/capture. \
             Listens on 127.0.0.1 by default; any other address needs a bearer token \
             (--token-file, or SHUTTERBUG_TOKEN), and with a token every request must carry it. \
-            --preview shows the camera on a display meanwhile. Under systemd (Type=notify): \
+            --preview shows the camera on a display meanwhile. --mqtt-url joins an MQTT broker \
+            as a fleet node and a Home Assistant device (docs/fleet.md). Under systemd (Type=notify): \
             READY once streaming and listening, the watchdog pinged while frames come, STATUS \
             kept current. SIGHUP reads the configuration again (running jobs keep running). \
             SIGTERM or SIGINT: the slot or capture in progress completes and its files are \
