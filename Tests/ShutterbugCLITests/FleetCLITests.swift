@@ -103,6 +103,7 @@ struct FleetCLITests {
     func fourNodes() async throws {
         let broker = try Broker(address: "0.0.0.0")
         try await broker.start()
+        defer { try? FileManager.default.removeItem(atPath: Self.passwordFile) }
         defer { for i in 0..<4 where Self.inNetworkNamespace(i) { _ = try? runChildBlocking("/usr/sbin/ip", ["link", "del", "sbh\(i)\(Self.tag)"]) } }
         var nodes: [ServeCLITests.Server] = []
         defer { for n in nodes { n.discard() } }
