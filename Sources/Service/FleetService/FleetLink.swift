@@ -103,6 +103,15 @@ public final class FleetLink: Sendable {
                     else { logger.warning("MQTT: the connection to \(where_) was lost; reconnecting with backoff (capture goes on)") }
                 }
             })
+            // Never connected after 15 s: said once (a wrong port, a broker down, TLS refused:
+            // libmosquitto only retries), and capture goes on.
+            $0.append(Task {
+                try? await Task.sleep(for: .seconds(15))
+                let s = client.status
+                if !Task.isCancelled, s.connections == 0 {
+                    logger.warning("MQTT: not connected to \(where_) after 15 s: \(s.problem ?? "no answer (is the broker up on that port? for mqtts://, is its certificate trusted?)"); retrying with backoff (capture goes on)")
+                }
+            })
             $0.append(Task {
                 for await e in events {
                     Self.publish(e, client: client, topics: topics)

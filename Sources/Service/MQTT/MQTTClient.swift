@@ -144,12 +144,16 @@ public final class MQTTClient: Sendable {
         _ = mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1)
         if let u = options.username { mosquitto_username_pw_set(m, u, options.password) }
         if let tls = options.tls {
-            // Without a CA file, the system's store (OpenSSL's default paths).
-            let rc = tls.caFile == nil ? mosquitto_int_option(m, MOSQ_OPT_TLS_USE_OS_CERTS, 1) : success
-            let rc2 = mosquitto_tls_set(m, tls.caFile, nil, tls.certFile, tls.keyFile, nil)
+            // Without a CA file, the system's store (libmosquitto's OS certificates; and its CA
+            // directory where a client certificate needs tls_set, which takes no empty CA).
+            var rc = success
+            if tls.caFile == nil { rc = mosquitto_int_option(m, MOSQ_OPT_TLS_USE_OS_CERTS, 1) }
+            if rc == success, tls.caFile != nil || tls.certFile != nil {
+                rc = mosquitto_tls_set(m, tls.caFile, tls.caFile == nil ? "/etc/ssl/certs" : nil, tls.certFile, tls.keyFile, nil)
+            }
             // (A throw from here on runs deinit, which destroys the handle.)
-            guard rc == success, rc2 == success else {
-                throw ShutterbugError(.invalidArgument, "libmosquitto refused the TLS files (CA \(tls.caFile ?? "the system's"), certificate \(tls.certFile ?? "none"), key \(tls.keyFile ?? "none")): \(String(cString: mosquitto_strerror(rc2 != success ? rc2 : rc)))")
+            guard rc == success else {
+                throw ShutterbugError(.invalidArgument, "libmosquitto refused the TLS files (CA \(tls.caFile ?? "the system's"), certificate \(tls.certFile ?? "none"), key \(tls.keyFile ?? "none")): \(String(cString: mosquitto_strerror(rc)))")
             }
         }
         if let w = options.will { _ = w.payload.withUnsafeBytes { sbmosq_will(m, w.topic, $0.baseAddress, Int32($0.count), 1, true) } }
