@@ -15,7 +15,7 @@ set -euo pipefail
 # on localhost:1883, which the tests do not use).
 packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libpng-dev libsqlite3-dev sqlite3
 	libcurl4-openssl-dev libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip
-	chromium gdb libmosquitto-dev mosquitto mosquitto-clients iproute2 util-linux)
+	chromium gdb libmosquitto-dev mosquitto mosquitto-clients iproute2 util-linux openssl)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod udev

@@ -1,5 +1,6 @@
 import Foundation
 import MQTT
+import ShutterbugCore
 import TestSupport
 import Testing
 
@@ -154,6 +155,51 @@ struct MQTTClientTests {
             }
         }
         #expect(problem.contains("refused") && !client.status.connected, "\(problem)")
+        try await broker.stop()
+    }
+
+    @Test("TLS (mqtts): a client given the broker's CA connects and exchanges messages; one trusting only the system's store never connects; a CA file that does not exist is refused at once")
+    func tls() async throws {
+        // A CA and a server certificate for 127.0.0.1, made with openssl for this test.
+        let dir = NSTemporaryDirectory() + "sb-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for args in [["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.pem", "-days", "2", "-subj", "/CN=shutterbug-test-ca"],
+                     ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/srv.key", "-out", "\(dir)/srv.csr", "-subj", "/CN=127.0.0.1"],
+                     ["x509", "-req", "-in", "\(dir)/srv.csr", "-CA", "\(dir)/ca.pem", "-CAkey", "\(dir)/ca.key", "-CAcreateserial", "-out", "\(dir)/srv.pem", "-days", "2",
+                      "-extfile", "\(dir)/ext"]] {
+            try "subjectAltName=IP:127.0.0.1\n".write(toFile: "\(dir)/ext", atomically: true, encoding: .utf8)
+            let r = try await runChild("/usr/bin/openssl", args)
+            try #require(r.status == 0, "openssl \(args[0]): \(r.err)")
+        }
+        // The broker runs as the mosquitto user: the files readable by it.
+        for f in ["ca.pem", "srv.pem", "srv.key"] { chmod("\(dir)/\(f)", 0o644) }
+        let broker = try Broker(extra: "cafile \(dir)/ca.pem\ncertfile \(dir)/srv.pem\nkeyfile \(dir)/srv.key\n")
+        try await broker.start()
+        var trusted = MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "trusted")
+        trusted.tls = .init(caFile: "\(dir)/ca.pem")
+        let a = try MQTTClient(trusted)
+        defer { a.stop() }
+        var system = MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "system")
+        system.tls = .init()
+        let b = try MQTTClient(system)
+        defer { b.stop() }
+        let inbox = Inbox.of(a)
+        a.subscribe("tls/echo")
+        try await withDeadline(.seconds(20), "the TLS client's connection") { while !a.status.connected { try await Task.sleep(for: .milliseconds(20)) } }
+        #expect(a.publish("tls/echo", Array("over TLS".utf8), qos: 1))
+        let m = try await withDeadline(.seconds(20), "the message back over TLS") { await inbox.next { $0.topic == "tls/echo" } }
+        #expect(Self.text(m) == "over TLS")
+        // The system's store does not know this CA: the handshake fails (the broker logs the
+        // client's alert), and the client is never connected.
+        let log = broker.log
+        try await withDeadline(.seconds(30), "the broker to log a refused TLS handshake") {
+            while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("unknown ca") { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(!b.status.connected && b.status.connections == 0)
+        var missing = MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "missing")
+        missing.tls = .init(caFile: "\(dir)/no-such-ca.pem")
+        #expect(throws: ShutterbugError.self) { _ = try MQTTClient(missing) }
         try await broker.stop()
     }
 }
