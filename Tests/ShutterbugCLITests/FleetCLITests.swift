@@ -173,7 +173,12 @@ struct FleetCLITests {
         // messages forgotten): no slot missed or failed, and the node's state is back.
         let created = try await api.call(nodes[0].base + "api/jobs", method: "POST", body: #"{"name": "roof", "options": {"interval": "3s", "until": "stopped"}}"#)
         #expect(created.status == 201, "\(created.text)")
-        try await Task.sleep(for: .seconds(4))
+        /// The job's slots taken so far.
+        let (api, jobURL) = (api, nodes[0].base + "api/jobs/roof")
+        @Sendable func taken() async throws -> Int { try await api.call(jobURL).json?["taken"] as? Int ?? 0 }
+        try await withDeadline(.seconds(60), "the job's first slot before the broker stops") {
+            while try await taken() < 1 { try await Task.sleep(for: .milliseconds(200)) }
+        }
         try await broker.stop()
         let downAt = ContinuousClock.now
         while ContinuousClock.now - downAt < .seconds(8) {
@@ -183,7 +188,11 @@ struct FleetCLITests {
         }
         try await broker.start()
         try await waitFor(["n0", "n1", "n2", "n3"], "online", broker: broker.port)
-        try await Task.sleep(for: .seconds(4))
+        // Slots go on with the broker back: one more taken than when it came back, four in all.
+        let back = try await taken()
+        try await withDeadline(.seconds(60), "the job's slots after the broker came back (\(back) taken then)") {
+            while try await taken() < max(back + 1, 4) { try await Task.sleep(for: .milliseconds(200)) }
+        }
         let job = try #require(try await api.call(nodes[0].base + "api/jobs/roof").json)
         #expect((job["taken"] as? Int ?? 0) >= 4, "\(job)")
         #expect(job["missed"] as? Int == 0, "\(job)")
