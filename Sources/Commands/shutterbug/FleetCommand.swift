@@ -235,11 +235,15 @@ struct FleetCapture: AsyncParsableCommand {
         let starts = replies.values.compactMap { ($0["result"] as? [String: Any])?["exposureStartWallNs"] as? NSNumber }.map { WallClockTime(nanoseconds: $0.int64Value) }
         let spread = FleetCapturePlan.spread(starts)
         let worstBound = replies.values.compactMap { ((($0["result"] as? [String: Any])?["clock"] as? [String: Any])?["errorBoundNs"] as? Double) }.max()
+        // A locked node started within its own line of the instant: the spread of locked
+        // nodes is within the slowest line among them.
+        let slowestLine = replies.values.compactMap { (($0["result"] as? [String: Any])?["lineTimeNs"] as? NSNumber)?.doubleValue }.max()
         if json {
             var o: [String: Any] = ["nodes": replies, "missing": missing]
             if let instant { o["at"] = iso(instant) }
             if let spread { o["spreadUs"] = Double(spread.nanosecondsValue) / 1000 }
             if let worstBound { o["largestClockErrorBoundUs"] = worstBound / 1000 }
+            if let slowestLine { o["slowestLineUs"] = slowestLine / 1000 }
             let data = (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])) ?? Data()
             return String(decoding: data, as: UTF8.self)
         }
@@ -264,7 +268,10 @@ struct FleetCapture: AsyncParsableCommand {
             lines.append("  \(node): " + parts.joined(separator: "; "))
         }
         for node in missing { lines.append("  \(node): no reply") }
-        if let spread { lines.append(String(format: "spread of exposure starts: %.1f µs over %d node%@", Double(spread.nanosecondsValue) / 1000, starts.count, starts.count == 1 ? "" : "s")) }
+        if let spread {
+            let line = slowestLine.map { String(format: " (a locked node starts within its line; the slowest is %.2f µs)", $0 / 1000) } ?? ""
+            lines.append(String(format: "spread of exposure starts: %.1f µs over %d node%@", Double(spread.nanosecondsValue) / 1000, starts.count, starts.count == 1 ? "" : "s") + line)
+        }
         if let worstBound { lines.append(String(format: "largest clock error bound a node reports: %.3f ms (the spread cannot show it)", worstBound / 1e6)) }
         if replies.isEmpty && missing.isEmpty { lines.append("no node is online on this broker") }
         return lines.joined(separator: "\n")

@@ -127,12 +127,14 @@ public struct CameraNode: FleetNodeService {
             try await Task.sleep(for: min(wake - service.camera.now, .milliseconds(200)))
         }
         let record = try await service.capture(settings)
-        return try report(record, offset: offset, instant: instant, sync: sync)
+        return try report(record, offset: offset, instant: instant, sync: sync, lineTime: await session.timing.lineTime)
     }
 
     /// A capture's reply: its record, its exposure start in wall time (and its error from the
     /// instant asked for), and the clock's synchronisation, which bounds what the spread shows.
-    func report(_ record: CameraService.CaptureRecord, offset: ClockOffset, instant: WallClockTime?, sync: ClockSync?) throws -> JSONValue {
+    /// `lineTime`: the sensor mode's line, the bound `locked` is judged by (a coordinator's
+    /// spread of locked nodes is within the slowest of theirs).
+    func report(_ record: CameraService.CaptureRecord, offset: ClockOffset, instant: WallClockTime?, sync: ClockSync?, lineTime: Duration? = nil) throws -> JSONValue {
         var r = try JSONValue(encoding: record)
         guard case .object(var o) = r else { return r }
         o["report"] = nil
@@ -142,6 +144,7 @@ public struct CameraNode: FleetNodeService {
         if instant != nil, let lock = record.report?.phaseLock {
             o["phaseLock"] = .string(lock)
             o["locked"] = .bool(lock.hasPrefix("locked:"))
+            if let lineTime { o["lineTimeNs"] = .integer(lineTime.nanosecondsValue) }
         }
         if let start = record.exposureStartNs {
             let wall = SensorTime(nanoseconds: start) + offset
