@@ -58,6 +58,7 @@ install -D -m644 board/udev/99-shutterbug.rules "$stage/usr/lib/udev/rules.d/60-
 doc=$stage/usr/share/doc/shutterbug
 install -D -m644 docs/service.md "$doc/service.md"
 install -D -m644 docs/fleet.md "$doc/fleet.md"
+install -D -m644 docs/upload.md "$doc/upload.md"
 install -D -m644 board/rpi/README.md "$doc/README.md"
 install -D -m644 docs/openapi.yaml "$doc/openapi.yaml"
 cat >"$doc/copyright" <<EOF

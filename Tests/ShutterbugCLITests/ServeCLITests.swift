@@ -37,7 +37,9 @@ struct ServeCLITests {
                 if chunk.isEmpty { break }
                 text += String(decoding: chunk, as: UTF8.self)
             }
-            guard let r = text.range(of: #"http://127\.0\.0\.1:\d+/"#, options: .regularExpression) else {
+            // The address on the "serving … at URL" line (other lines name other URLs: a store's).
+            guard let serving = text.range(of: "serving "),
+                  let r = text.range(of: #"http://127\.0\.0\.1:\d+/"#, options: .regularExpression, range: serving.upperBound..<text.endIndex) else {
                 process.terminate()
                 throw POSIXError(.EIO)
             }

@@ -20,8 +20,8 @@ public final class ObjectStore: @unchecked Sendable {
     /// Where board/setup-host.sh puts `weed` (SHUTTERBUG_WEED overrides).
     public static var weed: String {
         if let w = ProcessInfo.processInfo.environment["SHUTTERBUG_WEED"] { return w }
-        let cache = ProcessInfo.processInfo.environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache")
-        return cache + "/shutterbug/seaweedfs/venv-\(version)/bin/weed"
+        let cache = ProcessInfo.processInfo.environment["SHUTTERBUG_CACHE"] ?? (NSHomeDirectory() + "/.cache/shutterbug")
+        return cache + "/seaweedfs/venv-\(version)/bin/weed"
     }
     public static let version = "4.48"
 

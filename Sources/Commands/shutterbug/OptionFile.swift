@@ -42,7 +42,7 @@ struct OptionFile: Sendable {
     }
 
     static let timelapse = OptionFile(command: "timelapse", option: "--job-file", what: "job file",
-                                      parse: { _ = try TimelapseCommand.parseAsRoot($0) }, message: { TimelapseCommand.message(for: $0) })
+                                      parse: { _ = try TimelapseCommand.parseAsRoot($0) }, message: { TimelapseCommand.message(for: $0) }, groups: ["upload"])
     static let trigger = OptionFile(command: "trigger", option: "--trigger-file", what: "trigger",
                                     parse: { _ = try TriggerCommand.parseAsRoot($0) }, message: { TriggerCommand.message(for: $0) })
     static let jobs = Section(key: "jobs", what: "job", command: timelapse,
@@ -53,7 +53,7 @@ struct OptionFile: Sendable {
                                   fixed: { _ in [] })
     static let serve = OptionFile(command: "serve", option: "--config", what: "configuration",
                                   parse: { _ = try ServeCommand.parseAsRoot($0) }, message: { ServeCommand.message(for: $0) },
-                                  sections: [jobs, triggers], groups: ["mqtt"])
+                                  sections: [jobs, triggers], groups: ["mqtt", "upload"])
     static let all = [timelapse, serve]
 
     /// The arguments with a `--job-file FILE` or `--config FILE` expanded in place: the file's

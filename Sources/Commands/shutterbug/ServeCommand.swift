@@ -7,6 +7,7 @@ import ImageOutput
 import Server
 import ShutterbugCore
 import Systemd
+import Upload
 import Jobs
 import LinuxGPIO
 import Logging
@@ -47,6 +48,7 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var camera: CameraOptions
     @OptionGroup var previewOptions: PreviewOptions
     @OptionGroup(title: "MQTT (a fleet node, Home Assistant)") var mqtt: MQTTServeOptions
+    @OptionGroup(title: "Upload (S3-compatible object storage)") var upload: UploadOptions
 
     @Option(name: .long, help: ArgumentHelp("Read the service's options from a YAML file whose keys are these options' long names (listen: 0.0.0.0:8080, output: DIR, token-file: FILE); options on the command line override the file's. `shutterbug config check FILE` lists its mistakes.", valueName: "file"))
     var config: String?
@@ -130,6 +132,12 @@ struct ServeCommand: AsyncParsableCommand {
             if let n = mqtt.node { words += ["--mqtt-node", n] }
             if let u = mqtt.username { words += ["--mqtt-username", u] }
             if let f = mqtt.passwordFile { words += ["--mqtt-password-file", f] }
+        }
+        // The store, never its keys: only the file that holds them.
+        if let url = upload.url {
+            words += ["--upload-url", url, "--upload-bucket", upload.bucket ?? "", "--upload-key", upload.key]
+            if let f = upload.credentialsFile { words += ["--upload-credentials-file", f] }
+            if upload.deleteAfter { words.append("--upload-delete-after") }
         }
         if let c = camera.camera { words += ["--camera", c] }
         if previewOptions.preview != "off" { words += ["--preview", previewOptions.preview] }
@@ -240,6 +248,20 @@ struct ServeCommand: AsyncParsableCommand {
                 throw ValidationError(e.message)
             }
         }
+        // Uploads: every capture's files under --output (the API's, the triggers', the jobs')
+        // queued in OUTPUT/uploads.sqlite and sent to the bucket; a change needs a restart.
+        var uploading: Task<Void, Never>?
+        do {
+            if let settings = try upload.settings() {
+                let uploader = try Uploader(settings, folder: output, logger: logger)
+                service.uploader.withLock { $0 = uploader }
+                uploading = Task { await uploader.run() }
+                logger.notice("uploads: every photo under \(output) to \(settings.endpoint)/\(settings.bucket) as \(settings.keyTemplate)")
+            }
+        } catch let e as ShutterbugError {
+            throw ValidationError(e.message)
+        }
+        defer { uploading?.cancel() }
         let hooks = HTTPAPI.Hooks(reload: reload, configuration: {
             let d = current.withLock { $0.0 }
             return .init(file: configPath, options: effective, jobs: d.jobs.map { .init(name: $0.name, options: $0.arguments) },
@@ -307,6 +329,10 @@ struct ServeCommand: AsyncParsableCommand {
         }
         notifier?.stopping(status: "stopping")
         await service.stopAll("the service is stopping")
+        // Transfers in flight are cut; their files stay queued for the next start.
+        uploading?.cancel()
+        await uploading?.value
+        service.uploader.withLock { $0?.stopObserving() }
         await fleet.stop()
         await session.stop()
         if let preview = rig.preview {

@@ -11,7 +11,7 @@ struct Shutterbug: AsyncParsableCommand {
             (sim:imx477), which models the real pipeline: control delays, drops, metadata.
             """,
         version: ShutterbugVersion.line,
-        subcommands: [Cameras.self, Stream.self, Bracket.self, Focus.self, Preview.self, TriggerCommand.self, TimelapseCommand.self, ServeCommand.self, StatusCommand.self, CaptureCommand.self, JobsCommand.self, ConfigCommand.self, DoctorCommand.self, FleetCommandLine.self])
+        subcommands: [Cameras.self, Stream.self, Bracket.self, Focus.self, Preview.self, TriggerCommand.self, TimelapseCommand.self, ServeCommand.self, StatusCommand.self, CaptureCommand.self, JobsCommand.self, ConfigCommand.self, DoctorCommand.self, FleetCommandLine.self, UploadCommand.self])
 
     /// As ArgumentParser's own, but a timelapse's `--job-file` is read first: its options stand
     /// before the command line's, and its mistakes are reported at their lines.

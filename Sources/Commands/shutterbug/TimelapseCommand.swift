@@ -12,6 +12,8 @@ import SimulatedCamera
 import Synchronization
 import Systemd
 import Timelapse
+import Upload
+import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -45,6 +47,8 @@ struct TimelapseCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Where the photos, sidecars and the journal go.", valueName: "dir"))
     var output: String
+
+    @OptionGroup(title: "Upload (S3-compatible object storage)") var upload: UploadOptions
 
     @Option(name: .long, help: ArgumentHelp("With DNG: the raw stream's size, which picks the sensor mode on a Pi (e.g. 4056x3040 for the HQ camera's full-resolution mode); default the mode the processed stream runs in alone.", valueName: "WxH"))
     var rawSize: String?
@@ -128,10 +132,32 @@ struct TimelapseCommand: AsyncParsableCommand {
             watchers.forEach { $0.cancel() }
             (stops + [refresh]).forEach { $0.stop() }
         }
+        // Uploads: each slot's files queued in OUTPUT/uploads.sqlite as they are written and
+        // sent meanwhile; at the end the queue is given two minutes to drain.
+        var uploader: Uploader?
+        do {
+            if let settings = try upload.settings() {
+                var logger = Logger(label: "shutterbug") { StreamLogHandler.standardError(label: $0) }
+                logger.logLevel = .notice
+                uploader = try Uploader(settings, folder: output, logger: logger)
+            }
+        } catch let e as ShutterbugError {
+            throw ValidationError(e.message)
+        }
+        let uploading = uploader.map { u in Task { await u.run() } }
+        defer { uploading?.cancel() }
         let printing = Task { await printer.run(job.events) }
         do {
             try await job.run()
             await printing.value
+            if let uploader {
+                let drained = await uploader.drained(within: .seconds(120))
+                uploading?.cancel()
+                await uploading?.value
+                uploader.stopObserving()
+                let s = uploader.status()
+                notice("uploads: \(s.uploaded) file\(s.uploaded == 1 ? "" : "s") in \(s.endpoint)/\(s.bucket)" + (drained ? "" : "; \(s.waiting) still queued (\(s.lastError ?? "the store is slow")): the next run, or shutterbug upload --output \(output) with the same --upload options, sends them"))
+            }
         } catch {
             await printing.value
             switch error {

@@ -50,6 +50,10 @@ public struct CameraNode: FleetNodeService {
             "triggers": .object(Dictionary(s.triggers.map { ($0.name, JSONValue.string($0.state.rawValue)) }, uniquingKeysWith: { a, _ in a })),
             "lastSlotErrorUs": n(newestSlot?.scheduleErrorUs), "lastSlotState": newestSlot.map { .string($0.state) } ?? .null,
             "clock": (try? JSONValue(encoding: sync)) ?? .null,
+            // The upload queue, where the service sends its files to object storage.
+            "uploads": s.uploads.map { u in .object(["waiting": .number(Double(u.waiting)), "waitingBytes": .number(Double(u.waitingBytes)),
+                                                     "oldestWaitingSeconds": n(u.oldestWaitingSeconds), "uploaded": .number(Double(u.uploaded)),
+                                                     "failed": .number(Double(u.failed)), "lastError": u.lastError.map(JSONValue.string) ?? .null]) } ?? .null,
         ])
     }
 

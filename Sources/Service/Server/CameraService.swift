@@ -2,6 +2,8 @@ import Capture
 import Logging
 import ImageOutput
 import ShutterbugCore
+import Synchronization
+import Upload
 
 #if canImport(Glibc)
 import Glibc
@@ -74,6 +76,9 @@ public actor CameraService {
     let metrics = ServiceMetrics()
     /// Captures and slots as they happen, for MQTT and whatever else reports them.
     public nonisolated let events = ServiceEvents()
+    /// The files' way off the card (`serve --upload-url`), set once the service starts one;
+    /// its queue is in the status, the metrics and the MQTT state.
+    public nonisolated let uploader = Mutex<Uploader?>(nil)
     /// Where the service's messages go (standard error; the journal under systemd, with
     /// priorities).
     public let logger: Logger
@@ -310,6 +315,8 @@ public actor CameraService {
         public var bytesWritten: Int64
         public var jobs: [JobStatus]
         public var triggers: [TriggerStatus]
+        /// The upload queue to object storage, where one is configured.
+        public var uploads: Uploader.Status?
     }
 
     /// Whether frames are coming, and why not: the session failed (the camera went away), or
@@ -350,7 +357,7 @@ public actor CameraService {
                       newestFrame: m?.sequence, exposureUs: m?.exposureTime?.microsecondsValue, analogueGain: m?.analogueGain?.value, lux: m?.lux,
                       sensorTemperatureC: m?.sensorTemperature, capturesTaken: capturesTaken, captureFailures: captureFailures,
                       lastCapture: recent.last, output: directory.path, diskFreeBytes: try? directory.freeBytes(), bytesWritten: bytesWritten,
-                      jobs: jobs.map(\.status), triggers: triggers.map(\.status))
+                      jobs: jobs.map(\.status), triggers: triggers.map(\.status), uploads: uploader.withLock { $0 }?.status())
     }
 
     /// The newest frame as a JPEG 640 wide, for the page and `/api/frame.jpg`: at most two
@@ -391,6 +398,7 @@ public actor CameraService {
             }
         }
         metrics.journalBytes.record(journal)
+        if let u = s.uploads { metrics.update(u) }
         return metrics.text()
     }
 }

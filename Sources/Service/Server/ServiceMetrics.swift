@@ -3,6 +3,7 @@ import CoreMetrics
 import Prometheus
 import ShutterbugCore
 import Synchronization
+import Upload
 
 /// The service's metrics: swift-metrics objects (names dotted and stable, as
 /// `shutterbug.captures.total`) backed by a Prometheus registry of the service's own, so nothing is
@@ -50,6 +51,7 @@ final class ServiceMetrics: Sendable {
     let encodeWaiting: CoreMetrics.Gauge
     let journalBytes: CoreMetrics.Gauge
     let jobsRunning: CoreMetrics.Gauge
+    let uploadsWaiting, uploadsWaitingBytes, uploadsOldest, uploadsDone, uploadsDoneBytes, uploadsFailed, uploadTriesFailed: CoreMetrics.Gauge
 
     init() {
         var f = PrometheusMetricsFactory(registry: registry)
@@ -85,6 +87,24 @@ final class ServiceMetrics: Sendable {
         encodeWaiting = CoreMetrics.Gauge(label: "shutterbug.encode.waiting.captures", factory: f)
         journalBytes = CoreMetrics.Gauge(label: "shutterbug.journal.bytes", factory: f)
         jobsRunning = CoreMetrics.Gauge(label: "shutterbug.jobs.running", factory: f)
+        uploadsWaiting = CoreMetrics.Gauge(label: "shutterbug.uploads.waiting.files", factory: f)
+        uploadsWaitingBytes = CoreMetrics.Gauge(label: "shutterbug.uploads.waiting.bytes", factory: f)
+        uploadsOldest = CoreMetrics.Gauge(label: "shutterbug.uploads.oldest.waiting.seconds", factory: f)
+        uploadsDone = CoreMetrics.Gauge(label: "shutterbug.uploads.uploaded.files", factory: f)
+        uploadsDoneBytes = CoreMetrics.Gauge(label: "shutterbug.uploads.uploaded.bytes", factory: f)
+        uploadsFailed = CoreMetrics.Gauge(label: "shutterbug.uploads.failed.files", factory: f)
+        uploadTriesFailed = CoreMetrics.Gauge(label: "shutterbug.uploads.failed.tries", factory: f)
+    }
+
+    /// The upload queue's gauges from its status (the journal's counts).
+    func update(_ u: Uploader.Status) {
+        uploadsWaiting.record(u.waiting)
+        uploadsWaitingBytes.record(u.waitingBytes)
+        uploadsOldest.record(u.oldestWaitingSeconds ?? 0)
+        uploadsDone.record(u.uploaded)
+        uploadsDoneBytes.record(u.uploadedBytes)
+        uploadsFailed.record(u.failed)
+        uploadTriesFailed.record(u.failedTries)
     }
 
     /// Timelapse slots by job and state (taken, skipped, missed, failed).
@@ -131,6 +151,13 @@ final class ServiceMetrics: Sendable {
     /// What each family means, in Prometheus' words (base units: seconds, bytes, degrees Celsius).
     static let help: [String: String] = [
         "shutterbug_captures_total": "Captures (photos and brackets) that wrote at least one file.",
+        "shutterbug_uploads_waiting_files": "Files queued for object storage or being sent (the upload journal's count).",
+        "shutterbug_uploads_waiting_bytes": "Bytes of the files queued for object storage or being sent.",
+        "shutterbug_uploads_oldest_waiting_seconds": "How long the oldest file waiting for upload has waited (0: none waits).",
+        "shutterbug_uploads_uploaded_files": "Files uploaded and verified (their ETag the file's MD5), as the upload journal counts them.",
+        "shutterbug_uploads_uploaded_bytes": "Bytes of the files uploaded and verified.",
+        "shutterbug_uploads_failed_files": "Files that cannot be uploaded any more (gone from the card before their upload).",
+        "shutterbug_uploads_failed_tries": "Upload tries that failed since the service started (each retried with backoff).",
         "shutterbug_capture_failures_total": "Captures that failed: nothing captured, or nothing written.",
         "shutterbug_files_failed_total": "Files a capture could not write (the capture itself partial or failed).",
         "shutterbug_photos_total": "Photos (a bracket's steps each count) written.",
