@@ -107,6 +107,14 @@ struct UploadCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        do {
+            try await send()
+        } catch let e as ShutterbugError where e.code == .invalidArgument {
+            throw ValidationError(e.message)
+        }
+    }
+
+    func send() async throws {
         if status {
             let journal = try UploadJournal(folder: output)
             let c = try journal.counts()

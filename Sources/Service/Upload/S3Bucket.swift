@@ -82,7 +82,8 @@ public struct S3Error: Error, Sendable, CustomStringConvertible {
     static func from(_ response: HTTPTransfer.Response, doing what: String) -> S3Error {
         let text = String(decoding: response.body, as: UTF8.self)
         let code = S3XML.first("Code", in: text)
-        let message = S3XML.first("Message", in: text) ?? (text.isEmpty ? "no message" : String(text.prefix(200)))
+        let message = S3XML.first("Message", in: text) ?? (text.isEmpty ? (response.status == 403
+            ? "refused with no reason given (a HEAD carries none): the keys, or the bucket's policy" : "no message") : String(text.prefix(200)))
         let kind: Kind = switch (response.status, code) {
         case (_, "SlowDown"), (_, "RequestTimeout"), (_, "InternalError"), (429, _), (500...599, _): .busy
         case (403, _), (401, _), (_, "NoSuchBucket"), (_, "InvalidAccessKeyId"), (_, "SignatureDoesNotMatch"), (_, "AccessDenied"): .refused
@@ -229,6 +230,21 @@ public struct S3Bucket: Sendable {
             throw S3Error(kind: .busy, status: r.status, code: code, message: "completing the multipart upload of \(key): \(S3XML.first("Message", in: text) ?? "")")
         }
         return Self.unquote(S3XML.first("ETag", in: text) ?? "")
+    }
+
+    /// Aborts every multipart upload open for exactly `key` (ListMultipartUploads): parts a
+    /// killed run sent before it could journal its upload's id. Returns how many.
+    @discardableResult
+    public func abortOpenUploads(key: String) async throws -> Int {
+        let r = try await perform(request("GET", nil, query: [("prefix", key), ("uploads", "")]), doing: "listing the multipart uploads of \(key)")
+        var aborted = 0
+        for upload in S3XML.all("Upload", in: String(decoding: r.body, as: UTF8.self)) where S3XML.first("Key", in: upload) == key {
+            if let id = S3XML.first("UploadId", in: upload) {
+                try await abortMultipart(key: key, uploadID: id)
+                aborted += 1
+            }
+        }
+        return aborted
     }
 
     public func abortMultipart(key: String, uploadID: String) async throws {

@@ -200,7 +200,7 @@ public final class Uploader: Sendable {
         let size = UInt64(st.st_size)
         do {
             let (md5, etag) = try await upload(row, size: size)
-            try journal.uploaded(row.id, md5: md5, etag: etag)
+            try journal.uploaded(row.id, md5: md5, etag: etag, bytes: Int64(size), mtime: Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec))
             let recovered = health.withLock { h -> Bool in
                 let was = h.consecutiveFailures > 0
                 h.consecutiveFailures = 0
@@ -211,7 +211,8 @@ public final class Uploader: Sendable {
                 return was
             }
             if recovered { logger.notice("uploads: the store answers again; sending the queue, oldest first") }
-            if settings.deleteAfterUpload { await deleteIfConfirmed(row, etag: etag, size: Int64(size)) }
+            // Not a file changed while it was sent (it is queued again, to be sent as it is now).
+            if settings.deleteAfterUpload, (try? journal.state(row.id)) == .uploaded { await deleteIfConfirmed(row, etag: etag, size: Int64(size)) }
         } catch is CancellationError {
             try? journal.retry(row.id, error: "stopped while sending", next: 0)
         } catch {
@@ -265,6 +266,9 @@ public final class Uploader: Sendable {
             try verify(etag, expected: expected, key: row.key)
             return (fileMD5, etag)
         }
+        // Parts a killed try sent under an upload id it never journalled: aborted first, so
+        // the store keeps no half upload of this key.
+        if row.attempts > 1 { try await bucket.abortOpenUploads(key: row.key) }
         let id = try await bucket.createMultipart(key: row.key)
         try? journal.setMultipart(row.id, id)
         do {
