@@ -15,6 +15,8 @@ public final class ObjectStore: @unchecked Sendable {
     public let dir: String
     public let log: String
     private let ports: [Int]
+    private let volumeSizeLimitMB: Int
+    private let volumes: Int
     private var process: Process?
 
     /// Where board/setup-host.sh puts `weed` (SHUTTERBUG_WEED overrides).
@@ -27,7 +29,11 @@ public final class ObjectStore: @unchecked Sendable {
 
     /// `identities`: more entries for the gateway's identities (JSON objects), e.g. one whose
     /// actions reach one bucket only.
-    public init(identities: [String] = []) throws {
+    /// `volumeSizeLimitMB` and `volumes`: how much it holds (one volume of 1 MB: a store that is
+    /// full after a few files and answers 500 InternalError).
+    public init(identities: [String] = [], volumeSizeLimitMB: Int = 64, volumes: Int = 40) throws {
+        self.volumeSizeLimitMB = volumeSizeLimitMB
+        self.volumes = volumes
         var chosen: Set<Int> = []
         while chosen.count < 8 { chosen.insert(try Broker.freePort()) }
         ports = Array(chosen)
@@ -50,8 +56,8 @@ public final class ObjectStore: @unchecked Sendable {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.weed)
         p.arguments = ["server", "-dir=\(dir)/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-                       "-master.port=\(ports[0])", "-master.port.grpc=\(ports[1])", "-master.volumeSizeLimitMB=64",
-                       "-volume.port=\(ports[2])", "-volume.port.grpc=\(ports[3])", "-volume.max=40",
+                       "-master.port=\(ports[0])", "-master.port.grpc=\(ports[1])", "-master.volumeSizeLimitMB=\(volumeSizeLimitMB)",
+                       "-volume.port=\(ports[2])", "-volume.port.grpc=\(ports[3])", "-volume.max=\(volumes)",
                        "-filer", "-filer.port=\(ports[4])", "-filer.port.grpc=\(ports[5])",
                        "-s3", "-s3.port=\(ports[6])", "-s3.port.grpc=\(ports[7])", "-s3.port.iceberg=0", "-s3.port.lance=0",
                        "-s3.config=\(dir)/s3.json"]

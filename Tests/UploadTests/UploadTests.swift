@@ -298,4 +298,54 @@ struct UploaderTests {
         keeping.stopObserving()
         try await store.stop()
     }
+
+    @Test("a full store (one volume of 1 MB) answers 500 InternalError: the files stay queued and on the card, the status names it, one probe per backoff; keys that may not reach a missing bucket are refused, named")
+    func fullStoreAndMissingBucket() async throws {
+        let writer = #"{"name": "writer", "credentials": [{"accessKey": "WRITER", "secretKey": "writer-secret"}], "actions": ["Read", "Write", "List"]}"#
+        let store = try ObjectStore(identities: [writer], volumeSizeLimitMB: 1, volumes: 1)
+        try await store.start()
+        let admin = S3Bucket(endpoint: store.endpoint, bucket: "photos", region: "us-east-1", credentials: S3Credentials(accessKey: store.accessKey, secretKey: store.secretKey))
+        try await withDeadline(.seconds(60), "the store to create the bucket") {
+            while (try? await admin.createBucket()) == nil { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        let folder = store.dir + "/photos"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let settings = try UploadSettings(endpoint: store.endpoint, bucket: "photos", credentials: admin.credentials, maxInFlight: 2,
+                                          retryBase: .milliseconds(400), retryCap: .seconds(2))
+        let uploader = try Uploader(settings, folder: folder, logger: Self.logger())
+        let run = Task { await uploader.run() }
+        let files = try Self.write(30, into: folder, sizes: 200_000...300_000)
+        try await withDeadline(.seconds(60), "the store to fill and answer 500") {
+            while !(uploader.status().lastError?.contains("500") ?? false) { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let tries = uploader.status().failedTries
+        try await Task.sleep(for: .seconds(4))
+        let full = uploader.status()
+        #expect(full.lastError?.contains("InternalError") == true, "\(full)")
+        #expect(full.uploaded > 0 && full.uploaded < 30 && full.waiting == 30 - full.uploaded && full.failed == 0, "\(full)")
+        // The queue waits on a failing store: some 0.2–2 s between probes, not a request per file.
+        #expect(full.failedTries - tries <= 12, "\(full.failedTries - tries) tries in 4 s")
+        for f in files { #expect(FileManager.default.fileExists(atPath: f)) }
+        run.cancel()
+        await run.value
+        uploader.stopObserving()
+
+        // A bucket that does not exist, for keys that may not create one: refused, named.
+        let other = store.dir + "/other"
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        let missing = try Uploader(try UploadSettings(endpoint: store.endpoint, bucket: "no-such-bucket", credentials: S3Credentials(accessKey: "WRITER", secretKey: "writer-secret"),
+                                                      retryBase: .milliseconds(400), retryCap: .seconds(2)),
+                                   folder: other, logger: Self.logger())
+        let run2 = Task { await missing.run() }
+        _ = try Self.write(3, into: other)
+        try await withDeadline(.seconds(30), "the refusal") {
+            while missing.status().lastError == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let refused = missing.status()
+        #expect(refused.lastError?.contains("403") == true && refused.waiting == 3 && refused.uploaded == 0, "\(refused)")
+        run2.cancel()
+        await run2.value
+        missing.stopObserving()
+        try await store.stop()
+    }
 }

@@ -19,6 +19,7 @@ struct Bracket: AsyncParsableCommand {
 
     @OptionGroup var camera: CameraOptions
     @OptionGroup var previewOptions: PreviewOptions
+    @OptionGroup(title: "Upload (S3-compatible object storage; with --output)") var upload: UploadOptions
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Exposure biases in stops from the metered exposure, e.g. -2,0,2.", valueName: "ev,..."))
     var ev: String?
@@ -66,6 +67,7 @@ struct Bracket: AsyncParsableCommand {
     var name: String = FileNameTemplate.default.pattern
 
     func validate() throws {
+        if upload.url != nil, output == nil { throw ValidationError("--upload-url sends the files written into --output: give --output too") }
         let given = [ev, exposures, focusSteps].compactMap { $0 }.count
         guard given == 1 else { throw ValidationError("give exactly one of --ev, --exposures or --focus-steps") }
         guard ["still", "video", "viewfinder"].contains(role) else { throw ValidationError("--role must be still, video or viewfinder, not '\(role)'") }
@@ -142,6 +144,10 @@ struct Bracket: AsyncParsableCommand {
             writer = try rig.writer(try OutputDirectory(path: output, reserve: Int64(reserve) << 20), formats: formats,
                                     template: try FileNameTemplate(validating: name), jpegQuality: quality, contactSheet: contactSheet)
         }
+        // With --upload-url the bracket's files are queued as they are written and sent before
+        // the command ends (two minutes at most; what is left stays queued).
+        let uploads = try CommandUploads(upload, output: output)
+        defer { uploads?.cancel() }
         var focusSync: SyncPoint?
         if let lens {
             let r = try await session.configure { $0.lockedFocus = Dioptres(lens) }
@@ -209,6 +215,7 @@ struct Bracket: AsyncParsableCommand {
             report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files,
                    mode: mode, bufferBytes: config.bufferBytes, preview: preview, error: outcome.error)
         }
+        await uploads?.finish()
         if let error = outcome.error { throw error }
         if let first = outcome.failures.first {
             throw ShutterbugError(first.code, "\(outcome.failures.count) file(s) could not be written; \(outcome.files.count) written. First: \(first)")

@@ -134,30 +134,13 @@ struct TimelapseCommand: AsyncParsableCommand {
         }
         // Uploads: each slot's files queued in OUTPUT/uploads.sqlite as they are written and
         // sent meanwhile; at the end the queue is given two minutes to drain.
-        var uploader: Uploader?
-        do {
-            if let settings = try upload.settings() {
-                var logger = Logger(label: "shutterbug") { StreamLogHandler.standardError(label: $0) }
-                logger.logLevel = .notice
-                uploader = try Uploader(settings, folder: output, logger: logger)
-            }
-        } catch let e as ShutterbugError {
-            throw ValidationError(e.message)
-        }
-        let uploading = uploader.map { u in Task { await u.run() } }
-        defer { uploading?.cancel() }
+        let uploads = try CommandUploads(upload, output: output)
+        defer { uploads?.cancel() }
         let printing = Task { await printer.run(job.events) }
         do {
             try await job.run()
             await printing.value
-            if let uploader {
-                let drained = await uploader.drained(within: .seconds(120))
-                uploading?.cancel()
-                await uploading?.value
-                uploader.stopObserving()
-                let s = uploader.status()
-                notice("uploads: \(s.uploaded) file\(s.uploaded == 1 ? "" : "s") in \(s.endpoint)/\(s.bucket)" + (drained ? "" : "; \(s.waiting) still queued (\(s.lastError ?? "the store is slow")): the next run, or shutterbug upload --output \(output) with the same --upload options, sends them"))
-            }
+            await uploads?.finish()
         } catch {
             await printing.value
             switch error {

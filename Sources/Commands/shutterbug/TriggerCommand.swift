@@ -31,6 +31,7 @@ struct TriggerCommand: AsyncParsableCommand {
 
     @OptionGroup var camera: CameraOptions
     @OptionGroup var previewOptions: PreviewOptions
+    @OptionGroup(title: "Upload (S3-compatible object storage; with --output)") var upload: UploadOptions
     /// The source and the capture each trigger asks for (also a service trigger's options).
     @OptionGroup var options: TriggerOptions
 
@@ -62,6 +63,7 @@ struct TriggerCommand: AsyncParsableCommand {
     var pulseWidth: String = "10ms"
 
     func validate() throws {
+        if upload.url != nil, output == nil { throw ValidationError("--upload-url sends the files written into --output: give --output too") }
         _ = try NumericInput.size(rawSize, "--raw-size", example: "2028x1520")
         if let count, !(1...1_000_000).contains(count) { throw ValidationError("--count must be in 1...1000000, not \(count)") }
         if let duration { try NumericInput.check(duration, "--duration", in: 0.1...31_536_000, unit: "s") }
@@ -107,6 +109,9 @@ struct TriggerCommand: AsyncParsableCommand {
         if let output {
             writer = try rig.writer(try OutputDirectory(path: output, reserve: 64 << 20), formats: formats)
         }
+        // With --upload-url each capture's files are queued as they are written and sent meanwhile.
+        let uploads = try CommandUploads(upload, output: output)
+        defer { uploads?.cancel() }
         let busy = try busyLine.map { try GPIOOutputLine.request(line: $0, activeLow: busyActiveLow) }
         if let busy, !json { notice("busy line: \(busyLine!) (\(busy.chipPath) line \(busy.offset))\(busyActiveLow ? ", active-low" : "")") }
 
@@ -153,6 +158,7 @@ struct TriggerCommand: AsyncParsableCommand {
             preview.close()
             notice(preview.summaryLine)
         }
+        await uploads?.finish()
         guard let summary else { return }
         Self.summary(summary, json: json)
         // Exit non-zero when the source broke down, or when any trigger asked for a photo that

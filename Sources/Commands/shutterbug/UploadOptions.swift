@@ -70,6 +70,47 @@ struct UploadOptions: ParsableArguments {
     }
 }
 
+/// A command's uploads: an uploader on its output folder from the start, and at the end the
+/// queue given a while to drain, with a line saying how it went.
+struct CommandUploads {
+    let uploader: Uploader
+    let task: Task<Void, Never>
+    let output: String
+
+    /// nil without --upload-url (or without an output folder).
+    init?(_ options: UploadOptions, output: String?) throws {
+        guard let output else { return nil }
+        let settings: UploadSettings
+        do {
+            guard let s = try options.settings() else { return nil }
+            settings = s
+        }
+        var logger = Logger(label: "shutterbug") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .notice
+        do {
+            uploader = try Uploader(settings, folder: output, logger: logger)
+        } catch let e as ShutterbugError {
+            throw ValidationError(e.message)
+        }
+        let u = uploader
+        task = Task { await u.run() }
+        self.output = output
+    }
+
+    /// Waits up to `drain` for the queue to empty, stops, and says what is in the bucket and
+    /// what is left (and how it will be sent).
+    func finish(drain: Duration = .seconds(120)) async {
+        let drained = await uploader.drained(within: drain)
+        task.cancel()
+        await task.value
+        uploader.stopObserving()
+        let s = uploader.status()
+        notice("uploads: \(s.uploaded) file\(s.uploaded == 1 ? "" : "s") in \(s.endpoint)/\(s.bucket)" + (drained ? "" : "; \(s.waiting) still queued (\(s.lastError ?? "the store is slow")): the next run, or shutterbug upload --output \(output) with the same --upload options, sends them"))
+    }
+
+    func cancel() { task.cancel() }
+}
+
 /// `shutterbug upload`: a folder's upload queue sent now, or shown.
 struct UploadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
