@@ -108,7 +108,15 @@ struct CameraNodeTests {
                 for f in files { #expect(FileManager.default.fileExists(atPath: dir + "/" + f), "\(f)") }
                 #expect((result["clock"] as? [String: Any])?["errorBoundNs"] as? NSNumber == 150_000)
             }
-            let soon = try await ask(client, inbox, #"{"command": "capture", "at": "\#(Self.iso(WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + 100_000_000)))"}"#, "soon")
+            // 1 s ahead: less than the lock's lead (at least 1.5 s: 25 frames of 40 ms or more,
+            // and 0.5 s). Where the machine is so loaded that the command arrives after its
+            // instant (it is then refused as past), it is asked again, three times at most.
+            var soon: [String: Any] = [:]
+            for attempt in 0..<3 {
+                soon = try await ask(client, inbox, #"{"command": "capture", "at": "\#(Self.iso(WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + 1_000_000_000)))"}"#, "soon-\(attempt)")
+                guard (soon["error"] as? String)?.contains("has passed") == true else { break }
+                lateRefusals += 1
+            }
             #expect(soon["ok"] as? Bool == false)
             #expect((soon["error"] as? String)?.contains("less than the phase lock's lead") == true, "\(soon)")
             let past = try await ask(client, inbox, #"{"command": "capture", "at": "2020-01-01T00:00:00Z"}"#, "past")
@@ -126,12 +134,16 @@ struct CameraNodeTests {
             let laterReply = try await withDeadline(.seconds(60), "the later capture's reply") {
                 await inbox.any { $0.topic == "test/replies" && $0.correlationData == Array("later".utf8) }
             }
-            #expect(Self.json(laterReply)["ok"] as? Bool == true, "\(Self.json(laterReply))")
+            // Taken, or (a real-time camera stalled past its instant on a loaded machine)
+            // refused as late, saying so: what is checked here is that the status did not wait.
+            let laterJSON = Self.json(laterReply)
+            let laterTaken = laterJSON["ok"] as? Bool == true
+            #expect(laterTaken || (laterJSON["error"] as? String)?.contains("later than the latest start allowed") == true, "\(laterJSON)")
             // Each capture done is an event.
             let event = try await withDeadline(.seconds(10), "a capture event") { await inbox.any { $0.topic == "shutterbug/cam/event/capture" } }
             #expect(Self.json(event)["ok"] as? Bool == true)
-            #expect(await link.node.counts.performed == 4)
-            #expect(await link.node.counts.refused == 2 + lateRefusals)
+            #expect(await link.node.counts.performed == 3 + (laterTaken ? 1 : 0))
+            #expect(await link.node.counts.refused == 2 + lateRefusals + (laterTaken ? 0 : 1))
         }
     }
 

@@ -126,7 +126,9 @@ public final class Uploader: Sendable {
         } catch {
             logger.error("uploads: \(error)")
         }
-        await withTaskGroup(of: Void.self) { group in
+        // A discarding group: a service that sends a million files over a year keeps no
+        // finished transfer's task.
+        await withDiscardingTaskGroup { group in
             while !Task.isCancelled {
                 let paused = health.withLock { h -> Duration? in
                     guard let until = h.pausedUntil else { return nil }
