@@ -17,6 +17,18 @@ struct UploadCLITests {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("shutterbug").path
     }
 
+    /// A SeaweedFS of the test's own with the bucket "photos" made (the gateway takes a few
+    /// seconds to accept one).
+    static func storeWithBucket() async throws -> (ObjectStore, S3Bucket) {
+        let store = try ObjectStore()
+        try await store.start()
+        let bucket = S3Bucket(endpoint: store.endpoint, bucket: "photos", region: "us-east-1", credentials: S3Credentials(accessKey: store.accessKey, secretKey: store.secretKey))
+        try await withDeadline(.seconds(60), "the store to create the bucket") {
+            while (try? await bucket.createBucket()) == nil { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        return (store, bucket)
+    }
+
     /// Starts `shutterbug upload …` (its output to files of the test's).
     static func start(_ args: [String], log: String) throws -> Process {
         let p = Process()
@@ -36,13 +48,7 @@ struct UploadCLITests {
 
     @Test("a virtual-time timelapse uploads as it goes; another folder's photos sent by `shutterbug upload --include-existing` killed -9 at 20 random moments (the store killed and restarted twice meanwhile) leaves each file once in the bucket, verified, the journal and the bucket agreeing, no multipart upload left open")
     func killed() async throws {
-        let store = try ObjectStore()
-        try await store.start()
-        let keys = S3Credentials(accessKey: store.accessKey, secretKey: store.secretKey)
-        let bucket = S3Bucket(endpoint: store.endpoint, bucket: "photos", region: "us-east-1", credentials: keys)
-        try await withDeadline(.seconds(60), "the store to create the bucket") {
-            while (try? await bucket.createBucket()) == nil { try await Task.sleep(for: .milliseconds(200)) }
-        }
+        let (store, bucket) = try await Self.storeWithBucket()
         let keyFile = store.dir + "/keys"
         try "\(store.accessKey):\(store.secretKey)\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
         let upload = ["--upload-url", store.endpoint, "--upload-bucket", "photos", "--upload-credentials-file", keyFile]
@@ -114,13 +120,7 @@ struct UploadCLITests {
 extension UploadCLITests {
     @Test("serve --upload-url: the API's captures are in the bucket under the key template, the queue in /api/status and /metrics, the keys shown nowhere")
     func serve() async throws {
-        let store = try ObjectStore()
-        try await store.start()
-        let keys = S3Credentials(accessKey: store.accessKey, secretKey: store.secretKey)
-        let bucket = S3Bucket(endpoint: store.endpoint, bucket: "photos", region: "us-east-1", credentials: keys)
-        try await withDeadline(.seconds(60), "the store to create the bucket") {
-            while (try? await bucket.createBucket()) == nil { try await Task.sleep(for: .milliseconds(200)) }
-        }
+        let (store, bucket) = try await Self.storeWithBucket()
         let api = ServeCLITests()
         let s = try await ServeCLITests.Server.start(["--upload-url", store.endpoint, "--upload-bucket", "photos", "--upload-key", "{host}/{folder}/{path}"],
                                                      environment: ["AWS_ACCESS_KEY_ID": store.accessKey, "AWS_SECRET_ACCESS_KEY": store.secretKey])

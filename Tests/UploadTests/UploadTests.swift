@@ -108,6 +108,13 @@ struct UploaderTests {
         return (store, bucket)
     }
 
+    /// The uploader stopped: its run cancelled and waited for, no more files queued by it.
+    static func finish(_ run: Task<Void, Never>, _ uploader: Uploader) async {
+        run.cancel()
+        await run.value
+        uploader.stopObserving()
+    }
+
     /// `count` files of random sizes in dated folders, written as the photo writer does and
     /// handed to the observers as a capture's files are; returns their paths.
     static func write(_ count: Int, into folder: String, sizes: ClosedRange<Int> = 1_000...40_000, from start: Int = 0) throws -> [String] {
@@ -165,9 +172,7 @@ struct UploaderTests {
         #expect(drained, "still waiting: \(uploader.status())")
         let status = uploader.status()
         #expect(status.uploaded == 1002 && status.waiting == 0 && status.failed == 0, "\(status)")
-        run.cancel()
-        await run.value
-        uploader.stopObserving()
+        await Self.finish(run, uploader)
         try await Self.agree(uploader, bucket, files: files, partSize: 5 << 20)
         try await store.stop()
     }
@@ -192,9 +197,7 @@ struct UploaderTests {
         #expect(status.lastError?.contains("403") == true && (status.lastError?.contains("SignatureDoesNotMatch") == true || status.lastError?.contains("the keys") == true), "\(status)")
         // Four at once at first, then one probe per backoff (0.2–2 s): a handful, not thousands.
         #expect(status.failedTries <= 16, "\(status.failedTries) tries in some 4 s")
-        run.cancel()
-        await run.value
-        refused.stopObserving()
+        await Self.finish(run, refused)
         #expect(try await bucket.list().isEmpty)
 
         // The keys put right (a new start of the service): the queue drains, each file once.
@@ -202,9 +205,7 @@ struct UploaderTests {
         let uploader = try Uploader(right, folder: folder, logger: Self.logger())
         let again = Task { await uploader.run() }
         #expect(await uploader.drained(within: .seconds(120)), "\(uploader.status())")
-        again.cancel()
-        await again.value
-        uploader.stopObserving()
+        await Self.finish(again, uploader)
         try await Self.agree(uploader, bucket, files: files, partSize: UploadSettings.defaultPartSize)
         try await store.stop()
     }
@@ -232,9 +233,7 @@ struct UploaderTests {
         #expect(away.lastError?.contains("cannot be reached") == true, "\(away)")
         try await store.start()
         #expect(await uploader.drained(within: .seconds(180)), "\(uploader.status())")
-        run.cancel()
-        await run.value
-        uploader.stopObserving()
+        await Self.finish(run, uploader)
         try await Self.agree(uploader, bucket, files: files, partSize: UploadSettings.defaultPartSize)
         try await store.stop()
     }
@@ -326,9 +325,7 @@ struct UploaderTests {
         // The queue waits on a failing store: some 0.2–2 s between probes, not a request per file.
         #expect(full.failedTries - tries <= 12, "\(full.failedTries - tries) tries in 4 s")
         for f in files { #expect(FileManager.default.fileExists(atPath: f)) }
-        run.cancel()
-        await run.value
-        uploader.stopObserving()
+        await Self.finish(run, uploader)
 
         // A bucket that does not exist, for keys that may not create one: refused, named.
         let other = store.dir + "/other"
@@ -343,9 +340,7 @@ struct UploaderTests {
         }
         let refused = missing.status()
         #expect(refused.lastError?.contains("403") == true && refused.waiting == 3 && refused.uploaded == 0, "\(refused)")
-        run2.cancel()
-        await run2.value
-        missing.stopObserving()
+        await Self.finish(run2, missing)
         try await store.stop()
     }
 }

@@ -63,17 +63,6 @@ struct BenchUpload: AsyncParsableCommand {
         return cache + "/seaweedfs/venv-4.48/bin/weed"
     }
 
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &a) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 } }
-        return Int(UInt16(bigEndian: a.sin_port))
-    }
-
     /// SeaweedFS on free loopback ports, its bucket made; returns the process, the bucket and
     /// where the store keeps its data.
     func startStore(in root: String) async throws -> (Process?, S3Bucket, String?) {
@@ -84,7 +73,7 @@ struct BenchUpload: AsyncParsableCommand {
             throw ValidationError("SeaweedFS's weed is not at \(Self.weed): run board/setup-host.sh, or give --store-url")
         }
         var ports: Set<Int> = []
-        while ports.count < 8 { ports.insert(Self.freePort()) }
+        while ports.count < 8 { ports.insert(BenchFleet.freePort()) }
         let p8 = Array(ports)
         let keys = S3Credentials(accessKey: "BENCH", secretKey: UUID().uuidString)
         // The store's data off the measured disk where there is a tmpfs (its writes are the
