@@ -343,4 +343,23 @@ struct UploaderTests {
         await Self.finish(run2, missing)
         try await store.stop()
     }
+
+    @Test("the bandwidth limit holds for all transfers together: 12 MB at 4 MiB/s over two transfers takes 2.8 s or more, and is all there")
+    func bandwidth() async throws {
+        let (store, bucket) = try await Self.store()
+        let folder = store.dir + "/photos"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let settings = try UploadSettings(endpoint: store.endpoint, bucket: "photos", credentials: bucket.credentials, maxInFlight: 2, bandwidth: 4 << 20)
+        let uploader = try Uploader(settings, folder: folder, logger: Self.logger())
+        let files = try Self.write(3, into: folder, sizes: 4_000_000...4_000_000)
+        let began = ContinuousClock.now
+        let run = Task { await uploader.run() }
+        #expect(await uploader.drained(within: .seconds(120)), "\(uploader.status())")
+        let took = ContinuousClock.now - began
+        await Self.finish(run, uploader)
+        // 12,000,000 bytes at 4,194,304 a second: 2.86 s; never faster (a loaded machine is slower).
+        #expect(took >= .milliseconds(2_800), "12 MB sent in \(took)")
+        try await Self.agree(uploader, bucket, files: files, partSize: UploadSettings.defaultPartSize)
+        try await store.stop()
+    }
 }
