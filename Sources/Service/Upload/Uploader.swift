@@ -173,14 +173,17 @@ public final class Uploader: Sendable {
         }
     }
 
-    /// Waits until nothing is waiting, or `deadline` passes; true when the queue is empty.
+    /// Waits until nothing is waiting and no send is still settling (a file's delete after its
+    /// confirming HEAD comes after its row is marked uploaded), or `deadline` passes; true when
+    /// all is done.
     public func drained(within deadline: Duration) async -> Bool {
         let end = ContinuousClock.now + deadline
+        func done() -> Bool { (try? journal.counts().waiting) == 0 && health.withLock { $0.inFlight } == 0 }
         while ContinuousClock.now < end {
-            if let c = try? journal.counts(), c.waiting == 0 { return true }
+            if done() { return true }
             try? await Task.sleep(for: .milliseconds(100))
         }
-        return (try? journal.counts().waiting) == 0
+        return done()
     }
 
     func backoff(_ failures: Int) -> Duration {
