@@ -41,7 +41,6 @@ public final class UploadJournal: @unchecked Sendable {
         public var key: String
         public var bytes: Int64
         public var attempts: Int
-        public var multipartID: String?
     }
 
     /// Opens (creating) the journal in `folder`. A claim left by a process that is gone is
@@ -115,7 +114,7 @@ public final class UploadJournal: @unchecked Sendable {
                     let rows = try database.query("SELECT bytes, mtime_ns, state FROM uploads WHERE path = ?", [.text(path)])
                     if let r = rows.first {
                         let same = r[0].int == bytes && r[1].int == mtime
-                        if same || r[2].text == State.sending.rawValue && same { continue }
+                        if same { continue }
                         try database.query("""
                             UPDATE uploads SET bytes = ?, mtime_ns = ?, state = CASE WHEN state = 'sending' THEN state ELSE 'queued' END,
                                 queued_wall_ns = ?, next_try_wall_ns = 0, attempts = 0, error = NULL, md5 = NULL WHERE path = ?
@@ -146,7 +145,11 @@ public final class UploadJournal: @unchecked Sendable {
                 var aborts: [(String, String)] = []
                 for r in rows {
                     let owner = Int32(truncatingIfNeeded: r[1].int ?? 0)
-                    guard owner == 0 || owner == getpid() && !ownedHere.withLock({ $0.contains(r[0].int!) }) || !Self.alive(owner) else { continue }
+                    // Held by a live process other than this one's current run: not abandoned. (A pid
+                    // of this process's that this run never claimed is a dead one's, reused.)
+                    let mine = owner == getpid() && ownedHere.withLock { $0.contains(r[0].int!) }
+                    let elsewhere = owner != getpid() && Self.alive(owner)
+                    if mine || elsewhere { continue }
                     if let m = r[3].text { aborts.append((r[2].text ?? "", m)) }
                     try database.query("UPDATE uploads SET state = 'queued', owner = NULL, multipart_id = NULL WHERE id = ?", [r[0]])
                 }
@@ -174,7 +177,7 @@ public final class UploadJournal: @unchecked Sendable {
                 var out: [Row] = []
                 for r in rows {
                     try database.query("UPDATE uploads SET state = 'sending', owner = ?, attempts = attempts + 1 WHERE id = ?", [.int(Int64(getpid())), r[0]])
-                    out.append(Row(id: r[0].int!, path: r[1].text!, key: r[2].text!, bytes: r[3].int!, attempts: Int(r[4].int!) + 1, multipartID: nil))
+                    out.append(Row(id: r[0].int!, path: r[1].text!, key: r[2].text!, bytes: r[3].int!, attempts: Int(r[4].int!) + 1))
                     ownedHere.withLock { _ = $0.insert(r[0].int!) }
                 }
                 return out

@@ -34,12 +34,8 @@ public final class Uploader: Sendable {
         /// The kind of failure last logged: a failure like the last one is not logged again.
         var lastLogged: String?
         var inFlight = 0
-        var bytesSent: Int64 = 0
-        var filesSent = 0
-        var tries = 0
         var failedTries = 0
         var lastFailure: String?
-        var running = false
     }
     let health = Mutex(Health())
     private let observer = Mutex<CaptureObservers.Token?>(nil)
@@ -115,8 +111,6 @@ public final class Uploader: Sendable {
 
     /// Sends until cancelled. In-flight transfers are cut when it is; their files stay queued.
     public func run() async {
-        health.withLock { $0.running = true }
-        defer { health.withLock { $0.running = false } }
         do {
             for (key, id) in try journal.releaseAbandoned() {
                 // A multipart upload a killed process began: its parts are of no use.
@@ -210,9 +204,6 @@ public final class Uploader: Sendable {
                 let was = h.consecutiveFailures > 0
                 h.consecutiveFailures = 0
                 h.lastLogged = nil
-                h.bytesSent += Int64(size)
-                h.filesSent += 1
-                h.tries += 1
                 return was
             }
             if recovered { logger.notice("uploads: the store answers again; sending the queue, oldest first") }
@@ -228,7 +219,6 @@ public final class Uploader: Sendable {
             let s3 = error as? S3Error
             let (delay, log) = health.withLock { h -> (Duration, String?) in
                 h.consecutiveFailures += 1
-                h.tries += 1
                 h.failedTries += 1
                 h.lastFailure = "\(error)"
                 let delay = backoff(h.consecutiveFailures)
