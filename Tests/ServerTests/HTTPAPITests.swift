@@ -348,7 +348,9 @@ struct HTTPAPITests {
         var options = SimulationOptions()
         options.seed = 4
         options.faults.stallAtFrame = 30
-        options.faults.stallDuration = .seconds(6)
+        // 20 s: long past the 2 s the rule allows, and longer than a loaded machine's start
+        // (frame 30 comes a quarter second in; CI saw a 6 s stall over before the first look).
+        options.faults.stallDuration = .seconds(20)
         let cam = SimulatedCamera(profile: .imx477, options: options)
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
