@@ -94,7 +94,7 @@ let package = Package(
         // line, job files, the configuration and the API share.
         .target(name: "JobOptions", dependencies: ["CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "Jobs", "LinuxGPIO", "ProcessTriggers", "ShutterbugCore", "Timelapse",
                                                    .product(name: "ArgumentParser", package: "swift-argument-parser")], path: "Sources/Service/JobOptions"),
-        .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Jobs", "JobOptions", "Journal", "Timelapse", "ImageOutput", "ShutterbugCore", "Upload", .product(name: "Hummingbird", package: "hummingbird"),
+        .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Fleet", "Jobs", "JobOptions", "Journal", "Timelapse", "ImageOutput", "ShutterbugCore", "Upload", .product(name: "Hummingbird", package: "hummingbird"),
                                                .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
                                                .product(name: "Logging", package: "swift-log")],
                 path: "Sources/Service/Server"),

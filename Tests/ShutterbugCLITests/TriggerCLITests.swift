@@ -100,10 +100,48 @@ struct TriggerCLITests {
         (["trigger", "--camera", "sim:imx296", "--external-trigger", "--simulated", "regular:1s", "--ev", "-1,1"], "free-running"),
         (["trigger", "--camera", "sim:imx296", "--external-trigger", "--simulated", "regular:1s", "--pulse-width", "1us"], "29.62 µs...15.50 s"),
         (["trigger", "--camera", "sim:imx296", "--external-trigger", "--simulated", "regular:1s", "--pulse-width", "20s"], "1 µs to 15 s"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--hold", "5"], "give --zsl too"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--zsl", "--hold", "33"], "1...32 frames"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--zsl", "--hold", "20s"], "1000 µs to 10 s"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--zsl", "--ev", "-1,1"], "frames still to come"),
+        (["trigger", "--camera", "sim:imx296", "--external-trigger", "--simulated", "regular:1s", "--zsl"], "already the sensor's"),
+        (["trigger", "--camera", "sim:imx477", "--role", "video", "--simulated", "regular:1s", "--zsl", "--hold", "5s"], "at most 32 are held"),
     ])
     func refused(args: [String], says: String) async throws {
         let r = try await runChild(Self.exe, args)
         #expect(r.status == 64 && r.err.contains(says), "\(args): \(r.status) \(r.err)")
+    }
+
+    @Test("--zsl in virtual time: each photo's exposure covers its trigger's instant (lag at most zero, within the frame's exposure), or the capture says why none did and its frame began after; the sidecar says the same")
+    func zeroShutterLag() async throws {
+        let dir = NSTemporaryDirectory() + "sb-trigger-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // A dim scene: exposures of most of each 33 ms frame, so most instants fall inside one.
+        let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx219", "--virtual-time", "--role", "video", "--scene-lux", "2",
+                                              "--simulated", "poisson:170ms", "--zsl", "--hold", "100ms", "--count", "30", "--output", dir, "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        let s = try Self.summary(r.out)
+        #expect(s["captured"] as? Int == 30, "\(s)")
+        var covered = 0
+        for line in r.out.split(separator: "\n") where line.contains("\"trigger\"") && !line.contains("\"summary\"") {
+            let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let lag = try #require(o["lagToExposureStartUs"] as? Double)
+            let zsl = try #require(o["zeroShutterLag"] as? Bool, "\(line)")
+            let sidecar = try #require((o["files"] as? [String])?.first { $0.hasSuffix(".json") })
+            let side = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: sidecar))) as? [String: Any])
+            let t = try #require((side["trigger"] as? [String: Any])?["zeroShutterLag"] as? [String: Any], "\(sidecar)")
+            #expect(t["covered"] as? Bool == zsl)
+            let exposureUs = try #require((((side["steps"] as? [[String: Any]])?.first?["frame"]) as? [String: Any])?["exposureTimeUs"] as? Double, "\(sidecar)")
+            if zsl {
+                covered += 1
+                #expect(lag <= 0 && lag > -exposureUs, "covered, but the exposure began \(lag) µs from the trigger with an exposure of \(exposureUs) µs: \(line)")
+                #expect(o["zeroShutterLagFallback"] == nil)
+            } else {
+                #expect(lag >= 0, "\(line)")
+                #expect((o["zeroShutterLagFallback"] as? String)?.isEmpty == false, "\(line)")
+            }
+        }
+        #expect(covered >= 15, "\(covered) of 30 covered in a dim scene")
     }
 
     @Test("a GPIO line that does not exist is named in the error, with what was searched")

@@ -72,6 +72,9 @@ struct TriggerCommand: AsyncParsableCommand {
             throw ValidationError("--virtual-time runs the camera on its own clock; a GPIO edge, a signal or Enter happens on CLOCK_MONOTONIC: drop --virtual-time")
         }
         _ = try pulse()
+        if camera.externalTrigger && options.zsl {
+            throw ValidationError("--zsl holds the frames of a free-running sensor; with --external-trigger each pulse starts its own frame's exposure, so the lag is already the sensor's: drop one of them")
+        }
         if camera.externalTrigger && options.ev != nil {
             throw ValidationError("--ev needs a free-running sensor: with --external-trigger each pulse exposes one frame for the pulse's width")
         }
@@ -92,7 +95,7 @@ struct TriggerCommand: AsyncParsableCommand {
         let pulseWidth = self.pulseWidth
         let rig = try await CaptureRig.open({ try camera.open() }, processed: StreamRequest(role: StreamRole(rawValue: role)!),
                                             raw: output != nil && formats.contains(.dng) ? .forDNG(rawSize: rawSize) : .none,
-                                            preview: previewOptions, bracketCount: bracket?.count ?? 1, controls: { cam in
+                                            preview: previewOptions, bracketCount: bracket?.count ?? 1, holding: try options.heldFrames(), controls: { cam in
             guard let input = cam.capabilities.externalTrigger, let t = input.triggeredSensor.externalTrigger else { return nil }
             let sensor = input.triggeredSensor
             let range = sensor.exposureRange(in: sensor.fullResolution)
@@ -127,7 +130,8 @@ struct TriggerCommand: AsyncParsableCommand {
             stops.forEach { $0.stop() }
         }
         let (json, policy) = (json, options.policy)
-        let header = "trigger on \(cam.info.id) (\(externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running")): \(config.streams[0])"
+        let held = await session.heldFramesCapacity
+        let header = "trigger on \(cam.info.id) (\(externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running")\(held > 0 ? ", zero shutter lag from the newest \(held) frames held" : "")): \(config.streams[0])"
         let printing = Task { () -> TriggerJob.Summary? in
             var summary: TriggerJob.Summary?
             for await e in job.events {
@@ -178,7 +182,8 @@ struct TriggerCommand: AsyncParsableCommand {
         if json {
             print(CaptureReport.jsonText(TriggerCaptureReport(t, c)))
         } else {
-            print("trigger \(t.sequence): frame\(c.sequences.count > 1 ? "s" : "") \(c.sequences.map(String.init).joined(separator: ",")), lag to exposure start \(us(c.lag.toExposureStart)), to delivered \(us(c.lag.toDelivered)), to files \(us(c.lag.toFiles))\(c.busy.map { ", busy line held \(us($0))" } ?? "")")
+            let zsl = c.zeroShutterLag.map { $0.covered ? " (exposing at the trigger)" : " (none exposing at the trigger: \($0.fallback ?? "-"))" } ?? ""
+            print("trigger \(t.sequence): frame\(c.sequences.count > 1 ? "s" : "") \(c.sequences.map(String.init).joined(separator: ","))\(zsl), lag to exposure start \(us(c.lag.toExposureStart)), to delivered \(us(c.lag.toDelivered)), to files \(us(c.lag.toFiles))\(c.busy.map { ", busy line held \(us($0))" } ?? "")")
         }
     }
 

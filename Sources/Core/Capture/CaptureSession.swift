@@ -104,6 +104,10 @@ public actor CaptureSession {
     /// Every request slot's state: queued + held + spare add up to the slots allocated.
     public var slotLedger: SlotLedger { feeder.ledger }
 
+    /// The most frames held for zero-shutter-lag captures (`prepare(holding:)`), and those held now.
+    public var heldFramesCapacity: Int { machine.heldFramesCapacity }
+    public var heldFrames: [FrameMetadata] { machine.heldFrames }
+
     /// What each sink was offered, kept, and missed while it held all it may.
     public var sinkStatistics: [SinkStatistics] { fanOut.sinkStatistics }
 
@@ -115,8 +119,9 @@ public actor CaptureSession {
     ///
     /// - Throws: `.invalidArgument` for a bracket size outside 1...32.
     @discardableResult
-    public func start(stream: StreamRequest, preparedBracketCount: Int = 9, controls: CameraControls? = nil, sinks: [any FrameSink] = [], framesPerSink: Int = 1) async throws -> CameraConfiguration {
-        try await start(streams: [stream], preparedBracketCount: preparedBracketCount, controls: controls, sinks: sinks, framesPerSink: framesPerSink)
+    public func start(stream: StreamRequest, preparedBracketCount: Int = 9, controls: CameraControls? = nil, sinks: [any FrameSink] = [], framesPerSink: Int = 1,
+                      holding held: HeldFrames = .none) async throws -> CameraConfiguration {
+        try await start(streams: [stream], preparedBracketCount: preparedBracketCount, controls: controls, sinks: sinks, framesPerSink: framesPerSink, holding: held)
     }
 
     /// Configures several streams (a raw stream for DNG beside the processed one for JPEG),
@@ -124,8 +129,9 @@ public actor CaptureSession {
     /// may hold, and starts; a photo carries one buffer per stream, in this order.
     /// `prepare` then `start(controls:)` in one call.
     @discardableResult
-    public func start(streams: [StreamRequest], preparedBracketCount: Int = 9, controls: CameraControls? = nil, sinks: [any FrameSink] = [], framesPerSink: Int = 1) async throws -> CameraConfiguration {
-        let config = try prepare(streams: streams, preparedBracketCount: preparedBracketCount, sinks: sinks, framesPerSink: framesPerSink)
+    public func start(streams: [StreamRequest], preparedBracketCount: Int = 9, controls: CameraControls? = nil, sinks: [any FrameSink] = [], framesPerSink: Int = 1,
+                      holding held: HeldFrames = .none) async throws -> CameraConfiguration {
+        let config = try prepare(streams: streams, preparedBracketCount: preparedBracketCount, sinks: sinks, framesPerSink: framesPerSink, holding: held)
         try await start(controls: controls)
         return config
     }
@@ -137,19 +143,35 @@ public actor CaptureSession {
     /// - Parameters:
     ///   - sinks: offered every completed frame (`FrameSink`); each may hold `framesPerSink`
     ///     frames at once, in buffers of its own, so what it holds never takes a bracket's.
-    /// - Throws: `.invalidArgument` for a bracket size outside 1...32 or frames per sink
-    ///   outside 1...8; `.invalidState` while running.
+    ///   - held: the newest frames held in place for zero-shutter-lag captures
+    ///     (`PhotoSettings.zeroShutterLag`), in buffers of their own: a count, or a window at
+    ///     the mode's fastest frame rate (0...32 frames either way).
+    /// - Throws: `.invalidArgument` for a bracket size outside 1...32, frames per sink
+    ///   outside 1...8, ring frames outside 0...32, or buffers over the memory budget (naming
+    ///   the bytes); `.invalidState` while running.
     @discardableResult
-    public func prepare(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1) throws -> CameraConfiguration {
+    public func prepare(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1,
+                        holding held: HeldFrames = .none) throws -> CameraConfiguration {
         guard !life.running else { throw ShutterbugError(.invalidState, "the session is running; stop it before configuring it again") }
-        let plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink)
+        var plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, ringFrames: held.count(period: .seconds(1_000_000)))
         // A camera an earlier session used may still hold that session's cancelled requests
         // (stop returns them): they are not this session's, and their slots are about to be
         // allocated afresh.
         while backend.completions.tryNext() != nil {}
-        let config = try backend.configure(plan.requests(streams))
+        var config = try backend.configure(plan.requests(streams))
+        if held.window > .zero {
+            // The mode (and so its fastest frame rate) is known once configured: the buffers are
+            // asked for again with the frames that hold the window.
+            let period = camera.timing(config).everyFramePeriod
+            let n = held.count(period: period)
+            guard BufferPlan.ringRange.contains(n) else {
+                throw ShutterbugError(.invalidArgument, "holding \(held.window.millisecondsDescription) of frames takes \(n) at this mode's fastest frame period, \(period.millisecondsDescription); at most \(BufferPlan.ringRange.upperBound) are held: ask for a shorter window or a count")
+            }
+            plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, ringFrames: n)
+            config = try backend.configure(plan.requests(streams))
+        }
         try plan.check(config, within: memoryBudget)
-        machine = CaptureMachine(timing: camera.timing(config), limits: backend.controlLimits, keepsNewest: camera.framesOnTriggerOnly)
+        machine = CaptureMachine(timing: camera.timing(config), limits: backend.controlLimits, keepsNewest: camera.framesOnTriggerOnly, ringFrames: plan.ringFrames)
         let slots = try backend.allocate()
         (life.configuration, life.slots, life.photos) = (config, slots, plan.photos(slots: slots))
         fanOut.setSinks(sinks, quota: framesPerSink)
@@ -252,7 +274,7 @@ public actor CaptureSession {
     public func stop() {
         guard life.running else { return }
         life.running = false
-        if let slot = machine.dropRetained() { returnSlot(slot) }
+        for slot in machine.dropRetained() { returnSlot(slot) }
         try? backend.stop()
         switch life.delivery {
         case .direct: backend.completions.endDirectConsumer()

@@ -10,21 +10,31 @@ public struct BufferPlan: Sendable, Hashable {
     public let bracketCount: Int
     /// Buffers per stream that the sinks may hold between them.
     public let sinkBuffers: Int
+    /// Buffers per stream held for zero shutter lag (the newest frames, in place).
+    public let ringFrames: Int
 
-    /// - Throws: `.invalidArgument` for a bracket outside 1...32 or frames per sink outside 1...8.
-    public init(bracketCount: Int, sinks: Int, framesPerSink: Int) throws {
+    /// The most frames a zero-shutter-lag ring may hold.
+    public static let ringRange = 0...32
+
+    /// - Throws: `.invalidArgument` for a bracket outside 1...32, frames per sink outside
+    ///   1...8 or ring frames outside 0...32.
+    public init(bracketCount: Int, sinks: Int, framesPerSink: Int, ringFrames: Int = 0) throws {
         guard (1...32).contains(bracketCount) else {
             throw ShutterbugError(.invalidArgument, "prepared bracket count must be in 1...32, not \(bracketCount)")
         }
         guard (1...8).contains(framesPerSink) else {
             throw ShutterbugError(.invalidArgument, "frames per sink must be in 1...8, not \(framesPerSink)")
         }
+        guard Self.ringRange.contains(ringFrames) else {
+            throw ShutterbugError(.invalidArgument, "frames held for zero shutter lag must be in \(Self.ringRange), not \(ringFrames)")
+        }
         self.bracketCount = bracketCount
         self.sinkBuffers = sinks * framesPerSink
+        self.ringFrames = ringFrames
     }
 
     /// The buffers each stream asks for.
-    public var buffersPerStream: Int { bracketCount + RequestFeeder.pipelineDepth + sinkBuffers }
+    public var buffersPerStream: Int { bracketCount + RequestFeeder.pipelineDepth + sinkBuffers + ringFrames }
 
     /// The streams, each asking for `buffersPerStream`.
     public func requests(_ streams: [StreamRequest]) -> [StreamRequest] {
@@ -40,12 +50,14 @@ public struct BufferPlan: Sendable, Hashable {
     public func check(_ config: CameraConfiguration, within budget: MemoryBudget) throws {
         guard config.bufferBytes > budget.bytes else { return }
         let sinks = sinkBuffers > 0 ? ", \(sinkBuffers) for sinks" : ""
-        throw ShutterbugError(.invalidArgument, "this configuration needs \(config.bufferDescription) of buffers (\(bracketCount) for a bracket, \(RequestFeeder.pipelineDepth) in flight\(sinks) per stream), over the memory budget of \(budget); ask for fewer bracket steps, a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
+        let ring = ringFrames > 0 ? ", \(ringFrames) held for zero shutter lag" : ""
+        let fewer = ringFrames > 0 ? "fewer frames held (--pre), " : ""
+        throw ShutterbugError(.invalidArgument, "this configuration needs \(config.bufferDescription) of buffers (\(bracketCount) for a bracket, \(RequestFeeder.pipelineDepth) in flight\(sinks)\(ring) per stream), over the memory budget of \(budget); ask for \(fewer)fewer bracket steps, a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
     }
 
     /// The most photos a bracket may hold once the camera allocated `slots` buffers per stream
     /// (it may allocate fewer than asked): at least one.
-    public func photos(slots: Int) -> Int { max(1, slots - RequestFeeder.pipelineDepth - sinkBuffers) }
+    public func photos(slots: Int) -> Int { max(1, slots - RequestFeeder.pipelineDepth - sinkBuffers - ringFrames) }
 }
 
 extension CaptureMachine {
@@ -72,5 +84,39 @@ extension CaptureMachine {
         guard (1...photos).contains(b.count) else {
             throw ShutterbugError(.invalidArgument, "a bracket of \(b.count) steps does not fit: \(camera) has \(slots) buffers per stream and \(RequestFeeder.pipelineDepth) stay in flight for the pipeline, so maxBracketedCapturePhotoCount is \(photos) (accepted 1...\(photos))")
         }
+    }
+}
+
+/// How many of the newest frames a session holds for zero-shutter-lag captures: a count, a
+/// time window sized at the configured mode's fastest frame rate (so it holds the window
+/// however fast the camera runs), or the larger of both (several triggers' wishes together).
+public struct HeldFrames: Sendable, Hashable, CustomStringConvertible {
+    public var frames: Int
+    public var window: Duration
+
+    public init(frames: Int = 0, window: Duration = .zero) {
+        self.frames = frames
+        self.window = window
+    }
+
+    public static let none = HeldFrames()
+    public static func frames(_ n: Int) -> HeldFrames { HeldFrames(frames: n) }
+    public static func window(_ w: Duration) -> HeldFrames { HeldFrames(window: w) }
+
+    /// Holds what either holds.
+    public func union(_ other: HeldFrames) -> HeldFrames {
+        HeldFrames(frames: max(frames, other.frames), window: max(window, other.window))
+    }
+
+    /// The frames that hold the count and the window at one frame per `period`.
+    public func count(period: Duration) -> Int {
+        guard window > .zero, period > .zero else { return frames }
+        return max(frames, Int((window / period).rounded(.up)))
+    }
+
+    public var description: String {
+        let n = frames > 0 ? "\(frames) frame\(frames == 1 ? "" : "s")" : nil
+        let w = window > .zero ? window.millisecondsDescription : nil
+        return [n, w].compactMap { $0 }.joined(separator: " or ") + (n == nil && w == nil ? "none" : "")
     }
 }

@@ -57,6 +57,9 @@ public struct CaptureMachine: Sendable {
     /// Controls in force outside captures: what a bracket restores.
     public var baseline = CameraControls()
     private var retained: CompletedRequest?
+    /// Zero shutter lag: the newest frames nobody took, held so a capture can take the one that
+    /// was exposing at its instant after it came back.
+    private var ring: ExposureRing
     /// The newest complete frame's sequence.
     public private(set) var lastSequence: UInt32?
     private var recent = Ring<FrameMetadata>(capacity: 8)
@@ -68,11 +71,13 @@ public struct CaptureMachine: Sendable {
     /// from it.
     private var clock = SensorTime(nanoseconds: 0)
 
-    public init(timing: CameraTiming, limits: ControlLimits, depth: Int = RequestFeeder.pipelineDepth, keepsNewest: Bool = false) {
+    /// - Parameter ringFrames: frames to hold for zero-shutter-lag captures (0: none).
+    public init(timing: CameraTiming, limits: ControlLimits, depth: Int = RequestFeeder.pipelineDepth, keepsNewest: Bool = false, ringFrames: Int = 0) {
         self.timing = timing
         self.limits = limits
         self.depth = depth
         self.keepsNewest = keepsNewest
+        ring = ExposureRing(capacity: ringFrames)
     }
 
     /// One capture in the queue.
@@ -83,6 +88,9 @@ public struct CaptureMachine: Sendable {
             case bracketing
             /// A single photo: the first frame after this one.
             case single(after: UInt32?)
+            /// A zero-shutter-lag photo waiting for the frame exposing at its instant (or, where
+            /// none covers it, the first exposed after).
+            case exposing(SensorTime)
             /// A bracket exposed after a trigger waits until its requests would land after it.
             case waitingForInstant(SensorTime)
             /// A phase-locked bracket: pre-roll frames planned so its first step starts at the
@@ -172,11 +180,17 @@ public struct CaptureMachine: Sendable {
         return nil
     }
 
-    /// Stops keeping the kept frame; its slot, to give back.
-    public mutating func dropRetained() -> Int? {
+    /// Stops keeping the kept frame and the frames held for zero shutter lag; their slots, to
+    /// give back.
+    public mutating func dropRetained() -> [Int] {
         defer { retained = nil }
-        return retained?.slot
+        return (retained.map { [$0.slot] } ?? []) + ring.removeAll()
     }
+
+    /// Frames held for zero-shutter-lag captures, oldest first.
+    public var heldFrames: [FrameMetadata] { ring.frames.map(\.metadata) }
+    /// The most frames held for zero-shutter-lag captures.
+    public var heldFramesCapacity: Int { ring.capacity }
 
     /// A completed request, with `otherHolders` (sinks) keeping its buffers besides. Returns the
     /// holds the machine took on its slot (a trigger's, a capture's, the kept frame's).
@@ -198,7 +212,12 @@ public struct CaptureMachine: Sendable {
             holders += 1
         }
         if !captures.isEmpty, judge(c, now: now) { holders += 1 }
-        if keepsNewest, c.status == .complete {
+        if ring.isEnabled, c.status == .complete, holders == 0 {
+            // Held for a zero-shutter-lag capture asked for after it came back; the oldest
+            // held goes back.
+            if let old = ring.hold(c) { actions.append(.release(slot: old)) }
+            holders += 1
+        } else if keepsNewest, c.status == .complete {
             // The newest frame nobody took waits for a capture registered late; the one it
             // replaces goes back.
             if let old = retained { actions.append(.release(slot: old.slot)) }
@@ -238,7 +257,7 @@ public struct CaptureMachine: Sendable {
                 fail(ShutterbugError(.timeout, reason), now: t)
                 return
             }
-        case .metering, .single, .waitingForInstant, .phaseLocking:
+        case .metering, .single, .exposing, .waitingForInstant, .phaseLocking:
             let period = recent.last?.frameDuration ?? timing.everyFramePeriod
             let limit = max(.seconds(2), period * 10)
             guard let last = captures[0].lastProgress, t - last > limit else { return }
@@ -326,6 +345,8 @@ public struct CaptureMachine: Sendable {
     private mutating func plan(now: SensorTime) {
         let settings = captures[0].settings
         switch settings.bracket {
+        case nil where settings.zeroShutterLag && settings.exposedAfter != nil:
+            planZeroShutterLag(at: settings.exposedAfter!, now: now)
         case nil:
             captures[0].phase = .single(after: lastSequence)
             captures[0].resolved.steps = [ResolvedStep(index: 0, requested: "the settings in force", planned: StepTarget())]
@@ -346,11 +367,14 @@ public struct CaptureMachine: Sendable {
                 if !judge(kept, now: now) { actions.append(.release(slot: kept.slot)) }
             }
         case .exposureBias?:
+            zeroShutterLagIgnored()
             captures[0].phase = .metering
         case .manualExposure?:
+            zeroShutterLagIgnored()
             let planned = manualSteps()
             begin(planned, now: now)
         case .lensPositions(let lenses)?:
+            zeroShutterLagIgnored()
             let range = limits.lensPosition ?? 0...15
             var planned: [(ResolvedStep, BracketScheduler.Step)] = []
             for (i, l) in lenses.enumerated() {
@@ -362,6 +386,42 @@ public struct CaptureMachine: Sendable {
             }
             begin(planned, now: now)
         }
+    }
+
+    /// A zero-shutter-lag photo: the held frame whose exposure covered the instant, else the
+    /// held frame first exposed after it where none did (saying why), else the frames to come.
+    private mutating func planZeroShutterLag(at instant: SensorTime, now: SensorTime) {
+        captures[0].resolved.steps = [ResolvedStep(index: 0, requested: "the frame exposing at \(instant)", planned: StepTarget())]
+        actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
+        switch ring.take(exposingAt: instant, seen: recentFrames) {
+        case .covering(let c):
+            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: true)
+            takeSingle(c, now: now)
+        case .after(let c, let reason):
+            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: reason, fromHeldFrames: true)
+            takeSingle(c, now: now)
+        case .gone(let reason):
+            fail(ShutterbugError(.late, reason), now: now)
+        case .wait:
+            captures[0].phase = .exposing(instant)
+        }
+    }
+
+    /// The head single photo takes `c` (its hold passes to the photo).
+    private mutating func takeSingle(_ c: CompletedRequest, now: SensorTime) {
+        if let z = captures[0].resolved.zeroShutterLag, !z.covered, let why = z.fallback {
+            captures[0].resolved.adjustments.append("zero shutter lag: no frame's exposure covered \(z.instant) (\(why)); took the first frame exposed after it")
+        }
+        captures[0].resolved.steps[0].actual = c.metadata
+        captures[0].photos[0] = (c, captures[0].resolved.steps[0])
+        complete(now: now)
+    }
+
+    /// Zero shutter lag asked of a bracket, whose steps are frames still to come: said, and
+    /// the steps are exposed after the instant as any bracket's.
+    private mutating func zeroShutterLagIgnored() {
+        guard captures[0].settings.zeroShutterLag else { return }
+        captures[0].resolved.adjustments.append("zero shutter lag applies to single photos: a bracket's steps are frames still to come, so each is exposed after the instant")
     }
 
     /// The head's manual-exposure steps, fitted to the sensor (the adjustments recorded).
@@ -434,6 +494,20 @@ public struct CaptureMachine: Sendable {
             captures[0].resolved.steps[0].actual = c.metadata
             captures[0].photos[0] = (c, captures[0].resolved.steps[0])
             complete(now: now)
+            return true
+        case .exposing(let instant):
+            captures[0].lastProgress = now
+            guard c.status == .complete else { return false }
+            switch c.metadata.exposure(against: instant) {
+            case .before:
+                return false
+            case .covering:
+                captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: false)
+            case .after:
+                let why = ExposureRing.gap(before: c.metadata, instant: instant, seen: recentFrames.filter { $0.sequence < c.metadata.sequence })
+                captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: why, fromHeldFrames: false)
+            }
+            takeSingle(c, now: now)
             return true
         case .waitingForInstant(let instant):
             captures[0].lastProgress = now

@@ -34,9 +34,17 @@ public struct PhotoSettings: Sendable, Hashable {
     /// unwritten, so a slot is skipped rather than fired late. Judged at exposure start, where
     /// the rule means something, not when the capture was asked for.
     public let exposedBefore: SensorTime?
+    /// Zero shutter lag (AVFoundation's `isZeroShutterLagEnabled`, per capture): a single
+    /// photo at an instant (`exposedAfter`) is the frame whose exposure covers the instant,
+    /// taken from the frames the session holds (`prepare(ringFrames:)`) or the one exposing
+    /// then, instead of the first frame exposed after it. Where no frame covers the instant (a
+    /// gap between exposures, a drop, start-up) the first frame exposed after is taken and
+    /// the resolved settings say why (`ResolvedPhotoSettings.zeroShutterLag`). A bracket's
+    /// steps are frames still to come: it ignores this, saying so.
+    public let zeroShutterLag: Bool
 
     public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], exposedAfter: SensorTime? = nil, phaseLocked: Bool = false,
-                whiteBalance: ColourGains? = nil, exposedBefore: SensorTime? = nil) {
+                whiteBalance: ColourGains? = nil, exposedBefore: SensorTime? = nil, zeroShutterLag: Bool = false) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
@@ -44,12 +52,13 @@ public struct PhotoSettings: Sendable, Hashable {
         self.phaseLocked = phaseLocked && exposedAfter != nil
         self.whiteBalance = whiteBalance
         self.exposedBefore = exposedBefore
+        self.zeroShutterLag = zeroShutterLag && exposedAfter != nil
         trigger = nil
     }
 
     /// A capture exposed after `trigger`'s instant, and, given `exposedBefore`, starting no
     /// later than that (else it fails as late rather than take a frame of something after).
-    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], trigger: Trigger, exposedBefore: SensorTime? = nil) {
+    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], trigger: Trigger, exposedBefore: SensorTime? = nil, zeroShutterLag: Bool = false) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
@@ -58,6 +67,7 @@ public struct PhotoSettings: Sendable, Hashable {
         phaseLocked = false
         whiteBalance = nil
         self.exposedBefore = exposedBefore
+        self.zeroShutterLag = zeroShutterLag
     }
 }
 

@@ -46,10 +46,32 @@ public struct ResolvedPhotoSettings: Sendable, Hashable {
     public var meteredGain: Double?
     /// Phase-locked captures: how the lock went (locked on which frame, or why not).
     public var phaseLock: String?
+    /// Zero-shutter-lag captures: which frame was taken for the instant, and how.
+    public var zeroShutterLag: ZeroShutterLag?
 
     public init(uniqueID: Int64, steps: [ResolvedStep], adjustments: [String]) {
         self.uniqueID = uniqueID
         self.steps = steps
         self.adjustments = adjustments
+    }
+}
+
+/// How a zero-shutter-lag capture's frame was chosen for its instant.
+public struct ZeroShutterLag: Sendable, Hashable {
+    /// The instant asked for, on the camera's clock.
+    public var instant: SensorTime
+    /// The frame's exposure covered the instant; else the first frame exposed after it was
+    /// taken, `fallback` saying why none covered it.
+    public var covered: Bool
+    public var fallback: String?
+    /// Taken from the frames already held (it had come back before the capture was asked
+    /// for), not waited for.
+    public var fromHeldFrames: Bool
+
+    public init(instant: SensorTime, covered: Bool, fallback: String? = nil, fromHeldFrames: Bool) {
+        self.instant = instant
+        self.covered = covered
+        self.fallback = fallback
+        self.fromHeldFrames = fromHeldFrames
     }
 }

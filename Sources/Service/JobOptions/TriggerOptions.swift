@@ -17,7 +17,7 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     public init() {}
 
     /// The options a trigger in the service may give, as their long names.
-    public static let serviceKeys = ["gpio", "edge", "debounce", "bias", "active-low", "simulated", "ev", "format", "policy", "queue"]
+    public static let serviceKeys = ["gpio", "edge", "debounce", "bias", "active-low", "simulated", "ev", "format", "policy", "queue", "zsl", "hold"]
 
     @Option(name: .long, help: ArgumentHelp("A GPIO line: its name (GPIO17, or a gpio-sim label) or CHIP:OFFSET (gpiochip0:17).", valueName: "line"))
     public var gpio: String?
@@ -55,6 +55,12 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     @Option(name: .long, help: ArgumentHelp("File formats with --output: dng, jpeg, or both.", valueName: "dng,jpeg"))
     public var format: String = "jpeg"
 
+    @Flag(name: .long, help: "Zero shutter lag: each photo is the frame that was exposing when the trigger came, from the newest frames held (--hold), not the first frame exposed after it; where none covered the instant (between two exposures, a dropped or start-up frame) the first exposed after is taken and the capture says why.")
+    public var zsl = false
+
+    @Option(name: .long, help: ArgumentHelp("With --zsl: the newest frames held, a count (1...32) or a time window (250ms) at the mode's fastest frame rate. Each takes a buffer per stream; default 3 frames.", valueName: "n|time"))
+    public var hold: String?
+
     public func validate() throws {
         let sources = [gpio != nil, signal, keypress, simulated != nil].filter { $0 }.count
         guard sources == 1 else { throw ValidationError("give exactly one trigger source: --gpio LINE, --signal, --keypress or --simulated PATTERN") }
@@ -66,6 +72,21 @@ public struct TriggerOptions: ParsableArguments, Sendable {
         guard TriggerPolicy(rawValue: policy) != nil else { throw ValidationError("--policy must be queue, coalesce or drop, not '\(policy)'") }
         guard TriggerQueue.limitRange.contains(queue) else { throw ValidationError("--queue must be in 1...64, not \(queue)") }
         _ = try formats()
+        if hold != nil && !zsl { throw ValidationError("--hold sizes the frames held for --zsl: give --zsl too") }
+        _ = try heldFrames()
+        if zsl && ev != nil { throw ValidationError("--zsl takes a single photo from the frames already exposed; a bracket's (--ev) steps are frames still to come: drop one of them") }
+    }
+
+    /// The frames held for `--zsl` (default 3: a trigger heard up to two frames late still
+    /// finds its frame), none without it.
+    public func heldFrames() throws -> HeldFrames {
+        guard zsl else { return .none }
+        guard let hold else { return .frames(3) }
+        if let n = Int(hold) {
+            guard (1...BufferPlan.ringRange.upperBound).contains(n) else { throw ValidationError("--hold must be 1...\(BufferPlan.ringRange.upperBound) frames or a time window (250ms), not \(n)") }
+            return .frames(n)
+        }
+        return .window(try NumericInput.exposure(Substring(hold), "--hold", in: 0.001...10, kind: "a count of frames or a time window"))
     }
 
     public func formats() throws -> Set<PhotoFormat> { try PhotoFormats.parse(format) }
@@ -99,7 +120,8 @@ public struct TriggerOptions: ParsableArguments, Sendable {
 
     /// The job's options (the count, and an external trigger's pulse, are the caller's).
     public func jobOptions(count: Int? = nil, pulseWidth: Duration = .milliseconds(10)) throws -> TriggerJob.Options {
-        TriggerJob.Options(bracket: try bracket(), formats: try formats(), policy: TriggerPolicy(rawValue: policy) ?? .queue, queue: queue, count: count, pulseWidth: pulseWidth)
+        TriggerJob.Options(bracket: try bracket(), formats: try formats(), policy: TriggerPolicy(rawValue: policy) ?? .queue, queue: queue, count: count, pulseWidth: pulseWidth,
+                           zeroShutterLag: zsl)
     }
 
     /// Opens the source on the camera's clock: `start` is the camera's time when the job is

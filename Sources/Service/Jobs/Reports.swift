@@ -166,6 +166,11 @@ public struct TriggerCaptureReport: Sendable, Codable, Equatable {
     public var files: [String]
     /// Files that could not be written (format: why); the frames were captured.
     public var failures: [String]?
+    /// Zero shutter lag: the frame's exposure covered the trigger's instant (the lag to
+    /// exposure start is then at most zero); false, with `zeroShutterLagFallback` saying why,
+    /// when none did and the first frame exposed after was taken.
+    public var zeroShutterLag: Bool?
+    public var zeroShutterLagFallback: String?
 
     public init(_ t: Trigger, _ c: TriggerJob.Captured) {
         trigger = Int(t.sequence)
@@ -178,6 +183,8 @@ public struct TriggerCaptureReport: Sendable, Codable, Equatable {
         busyUs = c.busy?.microsecondsValue
         files = c.files.map(\.path)
         failures = c.failures.isEmpty ? nil : c.failures
+        zeroShutterLag = c.zeroShutterLag?.covered
+        zeroShutterLagFallback = c.zeroShutterLag?.fallback
     }
 }
 

@@ -55,15 +55,19 @@ public final class TriggerJob: Service, Sendable {
         public var count: Int?
         /// An external trigger's pulse width (the exposure, plus the sensor's offset).
         public var pulseWidth: Duration
+        /// Each photo is the frame that was exposing at the trigger's instant, from the frames
+        /// the session holds (`PhotoSettings.zeroShutterLag`), not the first exposed after.
+        public var zeroShutterLag: Bool
 
         public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], policy: TriggerPolicy = .queue, queue: Int = 8, count: Int? = nil,
-                    pulseWidth: Duration = .milliseconds(10)) {
+                    pulseWidth: Duration = .milliseconds(10), zeroShutterLag: Bool = false) {
             self.bracket = bracket
             self.formats = formats
             self.policy = policy
             self.queue = queue
             self.count = count
             self.pulseWidth = pulseWidth
+            self.zeroShutterLag = zeroShutterLag
         }
     }
 
@@ -82,6 +86,8 @@ public final class TriggerJob: Service, Sendable {
         public var steps: Int
         /// How long the busy line was held.
         public var busy: Duration?
+        /// Zero shutter lag: whether the frame covered the instant, or why not.
+        public var zeroShutterLag: ZeroShutterLag?
     }
 
     public enum Event: Sendable {
@@ -373,7 +379,7 @@ public final class TriggerJob: Service, Sendable {
         // replaced this one's (a machine too loaded to ask in time) fails as late instead of
         // taking the later pulse's frame as this trigger's.
         let latest = camera.capabilities.externalTrigger == nil ? nil : t.instant + options.pulseWidth + (await session.timing.readoutTime) / 2
-        let settings = PhotoSettings(bracket: options.bracket, formats: options.formats, trigger: t, exposedBefore: latest)
+        let settings = PhotoSettings(bracket: options.bracket, formats: options.formats, trigger: t, exposedBefore: latest, zeroShutterLag: options.zeroShutterLag)
         let frames = options.bracket?.count ?? 1
         let realTime = !camera.pacesByDemand
         var c = Captured(lag: TriggerLag(trigger: t.instant, exposureStart: t.instant), sequences: [], files: [], failures: [], adjustments: [],
@@ -434,6 +440,7 @@ public final class TriggerJob: Service, Sendable {
                     c.adjustments += r.adjustments
                     sessionHoldsIt()
                 case .exposureEnded: copying()
+                case .captureFinished(let r): c.zeroShutterLag = r.zeroShutterLag
                 case .photoCaptured(_, let m): photo(m)
                 case .fileWritten(let f): c.files.append(f)
                 case .writeFailed(_, let format, let error): c.failures.append("\(format): \(error.message)")

@@ -1,4 +1,6 @@
 import Capture
+import CaptureScheduler
+import Fleet
 import Logging
 import ImageOutput
 import ShutterbugCore
@@ -35,6 +37,10 @@ public actor CameraService {
         public var partial: Bool? = nil
         /// The trigger that asked for it, for a trigger's capture (nil: over the API).
         public var trigger: String? = nil
+        /// Zero-shutter-lag captures (`"at"`, `--zsl`): the frame's exposure covered the
+        /// instant; false when none did and the first frame exposed after was taken (the
+        /// adjustments say why).
+        public var zeroShutterLag: Bool? = nil
         /// Every step's plan and frame, the files and what went wrong: the report `bracket --json`
         /// prints, paths relative to the output directory.
         public var report: CaptureReport? = nil
@@ -59,14 +65,46 @@ public actor CameraService {
         public var gain: Double?
         /// "jpeg", "dng" (default ["jpeg"]).
         public var formats: [String]?
+        /// An instant in the recent past (or the next second): the photo is the frame that was
+        /// exposing then, from the frames the service holds (zero shutter lag).
+        public var at: Instant?
 
-        public init(ev: [Double]? = nil, exposuresUs: [Double]? = nil, gain: Double? = nil, formats: [String]? = nil) {
+        public init(ev: [Double]? = nil, exposuresUs: [Double]? = nil, gain: Double? = nil, formats: [String]? = nil, at: Instant? = nil) {
             self.ev = ev
             self.exposuresUs = exposuresUs
             self.gain = gain
             self.formats = formats
+            self.at = at
+        }
+
+        /// `"at"`: nanoseconds on the camera's clock (a number, as `exposureStartNs` and a
+        /// trigger's instant are), or wall time in ISO 8601 with a zone (a string).
+        public enum Instant: Sendable, Codable, Equatable {
+            case camera(SensorTime)
+            case wall(String)
+
+            public init(from decoder: any Decoder) throws {
+                let c = try decoder.singleValueContainer()
+                if let ns = try? c.decode(Int64.self) {
+                    self = .camera(SensorTime(nanoseconds: ns))
+                } else {
+                    self = .wall(try c.decode(String.self))
+                }
+            }
+
+            public func encode(to encoder: any Encoder) throws {
+                var c = encoder.singleValueContainer()
+                switch self {
+                case .camera(let t): try c.encode(t.nanoseconds)
+                case .wall(let s): try c.encode(s)
+                }
+            }
         }
     }
+
+    /// How far back `"at"` may reach: the frames held cover far less; older is refused as a
+    /// mistake rather than looked for.
+    public static let atRange: ClosedRange<Duration> = .seconds(-60)...(.seconds(1))
 
     private(set) var recent: [CaptureRecord] = []
     private(set) var capturesTaken = 0
@@ -104,7 +142,10 @@ public actor CameraService {
     }
 
     /// Checks a request, naming the field and the accepted range (`invalidArgument`).
-    public static func settings(for r: CaptureRequest) throws -> PhotoSettings {
+    ///
+    /// - Parameters:
+    ///   - now: the camera's clock, and `offset` its distance to wall time, for `"at"`.
+    public static func settings(for r: CaptureRequest, now: SensorTime? = nil, offset: ClockOffset = ClockOffset(nanoseconds: 0)) throws -> PhotoSettings {
         var formats = Set<PhotoFormat>()
         for f in r.formats ?? ["jpeg"] {
             switch f.lowercased() {
@@ -116,6 +157,25 @@ public actor CameraService {
         guard !formats.isEmpty else { throw ShutterbugError(.invalidArgument, "formats: give \"jpeg\", \"dng\" or both") }
         if r.ev != nil && r.exposuresUs != nil { throw ShutterbugError(.invalidArgument, "give ev or exposuresUs, not both") }
         if r.gain != nil && r.exposuresUs == nil { throw ShutterbugError(.invalidArgument, "gain goes with exposuresUs") }
+        if let at = r.at {
+            guard r.ev == nil && r.exposuresUs == nil else {
+                throw ShutterbugError(.invalidArgument, "at takes a single photo from the frames already exposed; a bracket's steps are frames still to come: give at, or ev or exposuresUs")
+            }
+            guard let now else { throw ShutterbugError(.unsupported, "at needs the camera's clock") }
+            let instant: SensorTime
+            switch at {
+            case .camera(let t): instant = t
+            case .wall(let text):
+                guard let w = FleetCommand.instant(text) else {
+                    throw ShutterbugError(.invalidArgument, "at: an ISO 8601 time with a zone (2026-11-27T08:15:02.250Z) or nanoseconds on the camera's clock, not \"\(text.prefix(64))\"")
+                }
+                instant = w - offset
+            }
+            guard atRange.contains(instant - now) else {
+                throw ShutterbugError(.invalidArgument, "at: \(instant) is \((instant - now).millisecondsDescription) from the camera's clock (\(now)); accepted: the last 60 s to 1 s ahead")
+            }
+            return PhotoSettings(formats: formats, exposedAfter: instant, zeroShutterLag: true)
+        }
         if let ev = r.ev {
             guard (1...9).contains(ev.count) else { throw ShutterbugError(.invalidArgument, "ev: 1 to 9 biases, not \(ev.count)") }
             for v in ev where !(v.isFinite && (-8...8).contains(v)) { throw ShutterbugError(.invalidArgument, "ev: each bias is -8...8 stops, not \(v)") }
@@ -154,6 +214,7 @@ public actor CameraService {
                 switch e {
                 case .settingsResolved(let r): record.adjustments += r.adjustments
                 case .exposureStarted(let t): record.exposureStartNs = t.nanoseconds
+                case .captureFinished(let r): record.zeroShutterLag = r.zeroShutterLag?.covered
                 case .photoCaptured(_, let m):
                     framesCaptured += 1
                     sequences.append(m.sequence)

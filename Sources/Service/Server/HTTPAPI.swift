@@ -434,7 +434,7 @@ public enum HTTPAPI {
             } else {
                 do {
                     // A misspelt field is an error, never silently ignored.
-                    let known: Set<String> = ["ev", "exposuresUs", "gain", "formats"]
+                    let known: Set<String> = ["ev", "exposuresUs", "gain", "formats", "at"]
                     if let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
                        let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
                         return HTTPAPI.error(.badRequest, "\(unknown): not a field; the fields are \(known.sorted().joined(separator: ", "))")
@@ -444,12 +444,12 @@ public enum HTTPAPI {
                     // In JSON's words, not Swift's ("Array<Double>").
                     return HTTPAPI.error(.badRequest, "\(c.codingPath.map(\.stringValue).joined(separator: ".")): expected \(jsonKind(type))")
                 } catch {
-                    return HTTPAPI.error(.badRequest, "the body must be a JSON object: {\"ev\": [-1,0,1]}, {\"exposuresUs\": [1000, 4000], \"gain\": 1}, or {} for a photo; \"formats\": [\"jpeg\", \"dng\"]")
+                    return HTTPAPI.error(.badRequest, "the body must be a JSON object: {\"ev\": [-1,0,1]}, {\"exposuresUs\": [1000, 4000], \"gain\": 1}, {} for a photo, or {\"at\": \"2026-11-27T08:15:02.250Z\"} for the frame exposing then; \"formats\": [\"jpeg\", \"dng\"]")
                 }
             }
             let settings: PhotoSettings
             do {
-                settings = try CameraService.settings(for: ask)
+                settings = try CameraService.settings(for: ask, now: service.camera.now, offset: TimelapseRun.wallOffset(await service.session.latestFrame))
             } catch let e as ShutterbugError {
                 return HTTPAPI.error(.badRequest, e.message)
             }
@@ -462,6 +462,9 @@ public enum HTTPAPI {
                     ?? Response(status: .internalServerError)
             } catch let e as ShutterbugError where e.code == .noSpace {
                 return HTTPAPI.error(insufficientStorage, e.message)
+            } catch let e as ShutterbugError where e.code == .late {
+                // "at" older than every frame held: the frame exposing then is gone.
+                return HTTPAPI.error(.gone, e.message)
             } catch let e as ShutterbugError where e.code == .invalidArgument || e.code == .unsupported {
                 // Valid settings this camera, as configured, cannot take.
                 return HTTPAPI.error(.conflict, e.message)

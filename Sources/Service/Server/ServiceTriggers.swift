@@ -17,6 +17,11 @@ public struct TriggerDefinition: Sendable {
     public var formats: Set<PhotoFormat>
     public var policy: TriggerPolicy
     public var queue: Int
+    /// Each photo the frame exposing at the trigger's instant (`--zsl`), from the frames the
+    /// service's session holds: `held` of them, which the session is started with (the largest
+    /// any trigger asks for; a reload cannot change it).
+    public var zeroShutterLag = false
+    public var held = HeldFrames.none
     /// Opens the source, on the camera's clock (`now` is the camera's time).
     public var open: @Sendable (_ now: SensorTime) throws -> TriggerHandle
 
@@ -48,6 +53,8 @@ public struct TriggerDefinition: Sendable {
         }
         let job = try options.jobOptions()
         self.init(name: name, arguments: words, bracket: job.bracket, formats: job.formats, policy: job.policy, queue: job.queue, open: try options.source(realTime: true))
+        zeroShutterLag = job.zeroShutterLag
+        held = try options.heldFrames()
     }
 }
 
@@ -132,7 +139,11 @@ public final class ServiceTrigger: Sendable {
             failed((error as? ShutterbugError)?.message ?? "\(error)")
             return
         }
-        let job = TriggerJob(options: .init(bracket: d.bracket, formats: d.formats, policy: d.policy, queue: d.queue), session: service.session, camera: service.camera,
+        if d.zeroShutterLag, await service.session.heldFramesCapacity == 0 {
+            service.logger.warning("trigger '\(d.name)': --zsl, but the service holds no frames (it started without a --zsl trigger; restart it to hold them): each photo is the frame exposing at the trigger only when that frame comes back after the trigger is heard")
+        }
+        let job = TriggerJob(options: .init(bracket: d.bracket, formats: d.formats, policy: d.policy, queue: d.queue, zeroShutterLag: d.zeroShutterLag),
+                             session: service.session, camera: service.camera,
                              writer: service.writer, observe: { [weak service] e in service?.observeJob(e) }, open: d.open)
         self.job.withLock { $0 = job }
         // Stopped before the job was made: it stops at once.

@@ -126,6 +126,15 @@ struct Sidecar {
             t.add("source", settings.trigger?.source)
             t.add("sequence", settings.trigger.map { Int($0.sequence) })
             t.add("lagToExposureStartUs", state.exposureStarted.map { ($0 - instant).microsecondsValue })
+            if let z = resolved.zeroShutterLag {
+                // Zero shutter lag: the frame exposing at the instant (lag at most zero), or
+                // why none was and the first exposed after was taken.
+                var zsl = JSONObject()
+                zsl.add("covered", z.covered)
+                zsl.add("fromHeldFrames", z.fromHeldFrames)
+                zsl.add("fallback", z.fallback)
+                t.add("zeroShutterLag", object: zsl)
+            }
             o.add("trigger", object: t)
         }
 

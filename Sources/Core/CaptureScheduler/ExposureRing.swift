@@ -1,0 +1,117 @@
+import ShutterbugCore
+
+/// Where a frame's exposure lies against an instant, by the first row's exposure interval:
+/// from `SensorTimestamp - ExposureTime` (its start) to `SensorTimestamp` (its end, where
+/// readout begins), the interval the "exposed after" rule also reads (CAMERA-FACTS §5).
+public enum ExposureRelation: Sendable, Hashable {
+    /// The exposure began at or before the instant and ended after it: the frame that was
+    /// exposing when the edge came.
+    case covering
+    /// The exposure began after the instant (the "first frame exposed after" rule's frames).
+    case after
+    /// The exposure ended at or before the instant, or the frame says too little to tell.
+    case before
+}
+
+extension FrameMetadata {
+    /// This frame's exposure against `instant`. A frame that does not report its exposure can
+    /// never be proven to cover an instant: it is `after` only when even its earliest possible
+    /// start is (`exposed(after:)`), else `before`.
+    public func exposure(against instant: SensorTime) -> ExposureRelation {
+        if let start = exposureStart, let end = sensorTimestamp, start <= instant, instant < end { return .covering }
+        return exposed(after: instant) ? .after : .before
+    }
+}
+
+/// Zero shutter lag's memory, as a pure value: the newest complete frames nobody took, held in
+/// place (each keeps its request slot, so nothing is copied) and given back as they age, so
+/// that a trigger's photo can be the frame that was exposing when its edge came, though that
+/// frame came back before the trigger was heard.
+///
+/// A frame leaves the ring once: taken by a capture (its hold passes to the photo) or pushed
+/// out by a newer one (its slot given back). No frame is handed out twice.
+public struct ExposureRing: Sendable {
+    /// The most frames held.
+    public let capacity: Int
+    /// The frames held, oldest first.
+    public private(set) var frames: [CompletedRequest] = []
+
+    public init(capacity: Int) {
+        self.capacity = max(0, capacity)
+        frames.reserveCapacity(self.capacity + 1)
+    }
+
+    public var isEnabled: Bool { capacity > 0 }
+
+    /// Holds `c`, a complete frame nobody took. Returns the slot of the frame it pushed out,
+    /// to give back.
+    public mutating func hold(_ c: CompletedRequest) -> Int? {
+        guard isEnabled else { return nil }
+        frames.append(c)
+        return frames.count > capacity ? frames.removeFirst().slot : nil
+    }
+
+    /// Every frame held, removed: their slots, to give back.
+    public mutating func removeAll() -> [Int] {
+        defer { frames.removeAll(keepingCapacity: true) }
+        return frames.map(\.slot)
+    }
+
+    /// What a capture exposing at an instant gets.
+    public enum Choice: Sendable {
+        /// A frame held whose exposure covered the instant; its hold passes to the taker.
+        case covering(CompletedRequest)
+        /// No held frame covered the instant, and the first exposed after it is held: taken
+        /// instead, with the reason none covered it.
+        case after(CompletedRequest, reason: String)
+        /// Every frame held ended before the instant: the frame exposing at it is still to
+        /// come back (or none will), so the capture waits for the next frames.
+        case wait
+        /// The instant is older than the frames held: the frame that covered it has left the
+        /// ring.
+        case gone(String)
+    }
+
+    /// Takes the frame exposing at `instant`, or says what to do instead.
+    ///
+    /// - Parameter seen: recent complete frames' metadata, to tell why none covered the
+    ///   instant (a gap between exposures, drops, start-up).
+    public mutating func take(exposingAt instant: SensorTime, seen: [FrameMetadata]) -> Choice {
+        if let i = frames.firstIndex(where: { $0.metadata.exposure(against: instant) == .covering }) {
+            return .covering(frames.remove(at: i))
+        }
+        guard let i = frames.firstIndex(where: { $0.metadata.exposure(against: instant) == .after }) else { return .wait }
+        let f = frames[i].metadata
+        // The oldest held frame began after the instant and the ring is full: frames that came
+        // before it, one of which may have covered the instant, were pushed out. A frame period
+        // of slack for the gap between two exposures, where no frame covers anything.
+        if i == 0, frames.count == capacity, let start = f.earliestExposureStart,
+           start - instant > (f.frameDuration ?? f.measuredFrameInterval ?? .zero) {
+            let oldest = start - instant
+            return .gone("no frame held covers \(instant): the oldest of the \(capacity) frames held began \(oldest.millisecondsDescription) after it; hold more frames (--pre) to reach further back")
+        }
+        return .after(frames.remove(at: i), reason: Self.gap(before: f, instant: instant, seen: seen))
+    }
+
+    /// Why no frame covered `instant`, `f` being the first exposed after it.
+    public static func gap(before f: FrameMetadata, instant: SensorTime, seen: [FrameMetadata]) -> String {
+        let begins = f.earliestExposureStart.map { " began \(($0 - instant).millisecondsDescription) after it" } ?? " began after it"
+        guard f.sequence > 0 else { return "frame 0, the first the sensor made,\(begins): there was no frame before it (start-up)" }
+        guard let p = seen.last(where: { $0.sequence < f.sequence }) else {
+            return "frame \(f.sequence)\(begins), and no frame before it was seen (start-up frames, or frames dropped)"
+        }
+        if p.sequence + 1 < f.sequence {
+            let n = Int(f.sequence - p.sequence - 1)
+            return "\(n) frame\(n == 1 ? "" : "s") between \(p.sequence) and \(f.sequence) never came back complete (dropped or start-up), and frame \(f.sequence)\(begins)"
+        }
+        switch p.exposure(against: instant) {
+        case .covering:
+            return "frame \(p.sequence), exposing at the instant, went to an earlier capture or was not held; frame \(f.sequence)\(begins)"
+        case .after:
+            return "the instant fell between two exposures, and frame \(p.sequence), the first exposed after it, went to an earlier capture; frame \(f.sequence)\(begins)"
+        case .before:
+            let ended = p.sensorTimestamp.map { " ended \((instant - $0).millisecondsDescription) before it and" } ?? ""
+            return "the instant fell between two exposures: frame \(p.sequence)'s\(ended) frame \(f.sequence)\(begins) (a sensor exposes for at most its frame period less a margin)"
+        }
+    }
+}

@@ -1,0 +1,275 @@
+import Capture
+import CaptureScheduler
+import ShutterbugCore
+import SimulatedCamera
+import Testing
+
+/// Zero shutter lag in the capture machine alone: a model sensor with a known frame timing
+/// (readout starts every frame period, each exposure ends there), start-up, failed and
+/// dropped frames, and zero-shutter-lag captures asked for some time after their instants, as
+/// a trigger's edge is heard after it happened.
+@Suite("Zero shutter lag: the frame exposing at the instant")
+struct ZeroShutterLagTests {
+    static let timing = CameraTiming(landingOffsets: 2...3, lineTime: .microseconds(20), margin: .milliseconds(1), minFramePeriod: .milliseconds(16),
+                                     ipaMinInterval: .milliseconds(16), gainRange: 1...16, exposureRange: .microseconds(100)...(.seconds(1)), readoutTime: .milliseconds(10))
+
+    /// A model run: what the machine handed out, and every frame it was shown.
+    struct Run {
+        var frames: [Int: CompletedRequest] = [:]
+        /// Capture id → its instant, and what it got.
+        var instants: [Int64: SensorTime] = [:]
+        var asked: [Int64: SensorTime] = [:]
+        var photos: [Int64: (frame: FrameMetadata, zsl: ZeroShutterLag?)] = [:]
+        var failed: [Int64: ShutterbugError] = [:]
+        var holdsTaken = 0
+        var holdsEnded = 0
+        var mostHeld = 0
+    }
+
+    /// Frames every `period`, each exposed for a random part of it; `drop` of them never come
+    /// back, the first `startup` are start-up frames, a few fail. `triggers` instants at random,
+    /// each asked for `0...lateBy` after it.
+    static func run(seed: Int, frames count: Int, triggers: Int, ring: Int, lateBy: Double, startup: Int = 3) -> Run {
+        var rng = SplitMix64(seed: UInt64(seed) &* 0x9E37_79B9 &+ 11)
+        var machine = CaptureMachine(timing: timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), ringFrames: ring)
+        let period = Duration.milliseconds(Int64(16 + rng.next() % 85))
+        let t0 = SensorTime(nanoseconds: 1_000_000_000)
+        var out = Run()
+        // Instants spread over the run, each asked for up to `lateBy` frame periods after it.
+        var asks: [(at: SensorTime, settings: PhotoSettings)] = (0..<triggers).map { _ in
+            let instant = t0 + period * (Double(rng.next() % 1_000_000) / 1_000_000 * Double(count - 2))
+            let ask = instant + period * (Double(rng.next() % 1000) / 1000 * lateBy)
+            return (ask, PhotoSettings(exposedAfter: instant, zeroShutterLag: true))
+        }
+        asks.sort { $0.at < $1.at }
+        for a in asks {
+            out.instants[a.settings.uniqueID] = a.settings.exposedAfter!
+            out.asked[a.settings.uniqueID] = a.at
+        }
+        func take(_ actions: [CaptureMachine.Action]) {
+            for a in actions {
+                switch a {
+                case .photo(let id, _, let frame):
+                    out.holdsEnded += 1
+                    #expect(out.photos[id] == nil, "seed \(seed): capture \(id) got two photos")
+                    out.photos[id] = (frame.metadata, nil)
+                case .finished(let id, let r):
+                    out.photos[id]?.zsl = r.zeroShutterLag
+                case .failed(let id, let e): out.failed[id] = e
+                case .release: out.holdsEnded += 1
+                default: break
+                }
+            }
+        }
+        var next = 0
+        for k in 0..<count {
+            let ts = t0 + period * k
+            // Captures asked for before this frame comes back.
+            while next < asks.count, asks[next].at < ts {
+                machine.add(asks[next].settings, now: asks[next].at)
+                take(machine.takeActions())
+                next += 1
+            }
+            if rng.next() % 12 == 0 { continue }  // dropped: never comes back
+            let exposure = max(.microseconds(100), (period - timing.margin) * (Double(1 + rng.next() % 100) / 100))
+            let status: CompletedRequest.Status = k < startup ? .startup : (rng.next() % 40 == 0 ? .error : .complete)
+            let m = FrameMetadata(sequence: UInt32(k), sensorTimestamp: ts, exposureTime: exposure, analogueGain: Gain(1), frameDuration: period)
+            let c = CompletedRequest(slot: k % 64, cookie: UInt64(k), status: status, metadata: m, buffers: [])
+            out.frames[k] = c
+            out.holdsTaken += machine.frame(c, now: ts)
+            take(machine.takeActions())
+            out.mostHeld = max(out.mostHeld, machine.heldFrames.count)
+        }
+        // Asked for after the last frame: they wait, and fail with the rest.
+        for a in asks[next...] { machine.add(a.settings, now: a.at) }
+        take(machine.takeActions())
+        machine.failAll(ShutterbugError(.invalidState, "the run ended"))
+        take(machine.takeActions())
+        out.holdsEnded += machine.dropRetained().count
+        return out
+    }
+
+    @Test("property: each photo's exposure covers its instant whenever a complete frame did and no earlier capture took it; otherwise it is the first frame exposed after that nobody took, saying why; no frame twice; every hold given back once",
+          arguments: 0..<300)
+    func coversTheInstant(seed: Int) {
+        let r = Self.run(seed: seed, frames: 200, triggers: 40, ring: 4, lateBy: 1.5)
+        var taken: [UInt32: Int64] = [:]
+        for (id, p) in r.photos {
+            #expect(taken[p.frame.sequence] == nil, "seed \(seed): frame \(p.frame.sequence) handed out twice")
+            taken[p.frame.sequence] = id
+        }
+        for (id, instant) in r.instants {
+            guard let (m, zsl) = r.photos[id] else {
+                // Only the last instants may go unanswered (no frame after them came).
+                #expect(r.failed[id] != nil, "seed \(seed): capture at \(instant) neither photo nor failure")
+                continue
+            }
+            guard let zsl else { Issue.record("seed \(seed): no zero-shutter-lag report"); continue }
+            #expect(zsl.instant == instant)
+            let complete = r.frames.values.filter { $0.status == .complete }.map(\.metadata)
+            let covering = complete.first { $0.exposure(against: instant) == .covering }
+            if zsl.covered {
+                #expect(m.exposure(against: instant) == .covering, "seed \(seed): said covered, but frame \(m.sequence) \(m.exposureStart!)...\(m.sensorTimestamp!) does not hold \(instant)")
+                #expect(zsl.fallback == nil)
+            } else {
+                #expect(m.exposed(after: instant), "seed \(seed): a fallback exposed before its instant")
+                #expect(zsl.fallback?.isEmpty == false, "seed \(seed): a fallback without its reason")
+                if let covering {
+                    #expect(taken[covering.sequence] != nil && taken[covering.sequence] != id,
+                            "seed \(seed): frame \(covering.sequence) \(covering.exposureStart!)...\(covering.sensorTimestamp!) covered \(instant) (asked \(r.asked[id]!)) and nobody else took it, yet frame \(m.sequence) was taken (\(zsl.fallback ?? ""))")
+                }
+                // Every complete frame exposed after the instant and before this one went to someone.
+                for f in complete where f.exposed(after: instant) && f.sequence < m.sequence {
+                    #expect(taken[f.sequence] != nil, "seed \(seed): frame \(f.sequence) was exposed after \(instant) before frame \(m.sequence), untaken")
+                }
+            }
+        }
+        #expect(r.holdsTaken == r.holdsEnded, "seed \(seed): \(r.holdsTaken) holds taken, \(r.holdsEnded) given back or handed out")
+    }
+
+    @Test("memory stays flat: 10,000 zero-shutter-lag captures over 40,000 frames never hold more than the ring's frames, and every hold comes back")
+    func tenThousandTriggers() {
+        let r = Self.run(seed: 7, frames: 40_000, triggers: 10_000, ring: 3, lateBy: 1)
+        #expect(r.mostHeld <= 3)
+        #expect(r.photos.count + r.failed.count == 10_000)
+        #expect(r.holdsTaken == r.holdsEnded, "\(r.holdsTaken) holds taken, \(r.holdsEnded) given back or handed out")
+        let covered = r.photos.values.filter { $0.zsl?.covered == true }.count
+        // Exposures take 1 to 100% of each period and one frame in twelve is dropped: most
+        // instants fall inside an exposure, not all.
+        #expect(covered > 3_000 && covered < r.photos.count, "\(covered) of \(r.photos.count) covered")
+    }
+
+    static func frame(_ k: Int, ts: SensorTime, exposure: Duration, period: Duration = .milliseconds(33), status: CompletedRequest.Status = .complete) -> CompletedRequest {
+        CompletedRequest(slot: k, cookie: UInt64(k), status: status,
+                         metadata: FrameMetadata(sequence: UInt32(k), sensorTimestamp: ts, exposureTime: exposure, analogueGain: Gain(1), frameDuration: period),
+                         buffers: [])
+    }
+
+    /// One capture at `instant`, asked for once `frames` have come: what it resolved to.
+    static func one(at instant: SensorTime, after frames: [CompletedRequest], ring: Int = 4, bracket: BracketSettings? = nil) -> (ResolvedPhotoSettings?, ShutterbugError?, [UInt32]) {
+        var machine = CaptureMachine(timing: timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), ringFrames: ring)
+        for f in frames { _ = machine.frame(f, now: f.metadata.sensorTimestamp!) }
+        _ = machine.takeActions()
+        let s = PhotoSettings(bracket: bracket, exposedAfter: instant, zeroShutterLag: true)
+        machine.add(s, now: frames.last?.metadata.sensorTimestamp ?? instant)
+        var resolved: ResolvedPhotoSettings?, error: ShutterbugError?, photos: [UInt32] = []
+        for a in machine.takeActions() {
+            switch a {
+            case .resolved(_, let r), .finished(_, let r): resolved = r
+            case .failed(_, let e): error = e
+            case .photo(_, _, let f): photos.append(f.metadata.sequence)
+            default: break
+            }
+        }
+        return (resolved, error, photos)
+    }
+
+    @Test("an instant between two exposures takes the next frame and says it fell in the gap, naming both frames")
+    func betweenExposures() {
+        let t = SensorTime(nanoseconds: 5_000_000_000)
+        // Frames every 33 ms exposed for 10 ms: 23 ms of each period is dark.
+        let frames = (0..<4).map { Self.frame($0, ts: t + .milliseconds(33 * $0), exposure: .milliseconds(10)) }
+        let (covered, _, p1) = Self.one(at: t + .milliseconds(33 + 28), after: frames)
+        #expect(p1 == [2] && covered?.zeroShutterLag?.covered == true && covered?.zeroShutterLag?.fromHeldFrames == true)
+        let instant = t + .milliseconds(33 + 10)
+        let (r, _, photos) = Self.one(at: instant, after: frames)
+        #expect(photos == [2])
+        #expect(r?.zeroShutterLag?.covered == false)
+        let why = r?.zeroShutterLag?.fallback ?? ""
+        #expect(why.contains("between two exposures") && why.contains("frame 1") && why.contains("frame 2"), "\(why)")
+        #expect(r?.adjustments.contains { $0.contains("zero shutter lag") } == true)
+    }
+
+    @Test("dropped and start-up frames are named as the reason no frame covered the instant")
+    func droppedAndStartup() {
+        let t = SensorTime(nanoseconds: 5_000_000_000)
+        // Frames 1 and 2 never came back.
+        let frames = [0, 3, 4].map { Self.frame($0, ts: t + .milliseconds(33 * $0), exposure: .milliseconds(30)) }
+        let (r, _, photos) = Self.one(at: t + .milliseconds(33 + 10), after: frames)
+        #expect(photos == [3])
+        #expect(r?.zeroShutterLag?.fallback?.contains("2 frames between 0 and 3") == true, "\(r?.zeroShutterLag?.fallback ?? "")")
+        let startup = [0, 1].map { Self.frame($0, ts: t + .milliseconds(33 * $0), exposure: .milliseconds(30), status: .startup) } +
+            [Self.frame(2, ts: t + .milliseconds(66), exposure: .milliseconds(30))]
+        let (s, _, p2) = Self.one(at: t + .milliseconds(20), after: startup)
+        #expect(p2 == [2])
+        #expect(s?.zeroShutterLag?.fallback?.contains("no frame before it was seen") == true, "\(s?.zeroShutterLag?.fallback ?? "")")
+    }
+
+    @Test("an instant older than every frame held fails as late, naming how far back the ring reaches; one not yet exposed waits for its frame")
+    func tooOldAndFuture() {
+        let t = SensorTime(nanoseconds: 5_000_000_000)
+        let frames = (0..<10).map { Self.frame($0, ts: t + .milliseconds(33 * $0), exposure: .milliseconds(30)) }
+        let (_, error, photos) = Self.one(at: t + .milliseconds(20), after: frames, ring: 3)
+        #expect(photos.isEmpty && error?.code == .late && error?.message.contains("--pre") == true, "\(String(describing: error))")
+        // The instant is after the newest frame's exposure ended: the capture waits for the next.
+        var machine = CaptureMachine(timing: Self.timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), ringFrames: 3)
+        for f in frames { _ = machine.frame(f, now: f.metadata.sensorTimestamp!) }
+        let instant = t + .milliseconds(33 * 9 + 10)
+        let s = PhotoSettings(exposedAfter: instant, zeroShutterLag: true)
+        machine.add(s, now: instant)
+        #expect(!machine.takeActions().contains { if case .photo = $0 { true } else { false } })
+        #expect(machine.frame(Self.frame(10, ts: t + .milliseconds(330), exposure: .milliseconds(30)), now: t + .milliseconds(330)) == 1)
+        let got = machine.takeActions().compactMap { a -> (UInt32, ZeroShutterLag?)? in
+            if case .finished(_, let r) = a { return (r.steps[0].actual!.sequence, r.zeroShutterLag) } else { return nil }
+        }
+        #expect(got.first?.0 == 10 && got.first?.1?.covered == true && got.first?.1?.fromHeldFrames == false)
+    }
+
+    @Test("a bracket asked with zero shutter lag says its steps are frames to come, exposed after the instant")
+    func bracketIgnoresIt() {
+        let t = SensorTime(nanoseconds: 5_000_000_000)
+        let frames = (0..<4).map { Self.frame($0, ts: t + .milliseconds(33 * $0), exposure: .milliseconds(30)) }
+        let (r, _, _) = Self.one(at: t + .milliseconds(60), after: frames, bracket: .manualExposure([(.milliseconds(4), Gain(1)), (.milliseconds(16), Gain(1))]))
+        #expect(r?.adjustments.contains { $0.contains("zero shutter lag applies to single photos") } == true, "\(r?.adjustments ?? [])")
+        #expect(r?.zeroShutterLag == nil)
+    }
+
+    @Test("the buffer plan holds the ring beside the bracket, the pipeline and the sinks, refuses a ring outside 0...32, and names it in a refusal over the budget")
+    func bufferPlan() throws {
+        let plan = try BufferPlan(bracketCount: 3, sinks: 1, framesPerSink: 2, ringFrames: 5)
+        #expect(plan.buffersPerStream == 3 + RequestFeeder.pipelineDepth + 2 + 5)
+        #expect(plan.photos(slots: plan.buffersPerStream) == 3)
+        #expect(throws: ShutterbugError.self) { try BufferPlan(bracketCount: 1, sinks: 0, framesPerSink: 1, ringFrames: 33) }
+        let config = CameraConfiguration(streams: [StreamConfiguration(role: .still, width: 4056, height: 3040, pixelFormat: .yuv420, stride: 4056, frameSize: 4056 * 3040 * 3 / 2, bufferCount: plan.buffersPerStream)], adjustments: [])
+        do {
+            try plan.check(config, within: MemoryBudget(bytes: 64 << 20, source: "test"))
+            Issue.record("over the budget, accepted")
+        } catch let e as ShutterbugError {
+            #expect(e.message.contains("5 held for zero shutter lag") && e.message.contains("--pre"), "\(e.message)")
+        }
+    }
+
+    @Test("a session holding frames: a capture at an instant inside a held frame's exposure takes that frame at once (its hold passes to the photo); the window is sized at the mode's fastest frame rate; too long a window is refused with the frames it would take")
+    func session() async throws {
+        var o = SimulationOptions()
+        o.clock = .virtual
+        let cam = SimulatedCamera(profile: .imx219, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        try await session.start(stream: StreamRequest(role: .video), preparedBracketCount: 1, holding: .window(.milliseconds(250)))
+        let period = await session.timing.everyFramePeriod
+        #expect(await session.heldFramesCapacity == Int((Duration.milliseconds(250) / period).rounded(.up)))
+        // Frames flow while a photo is asked for; those nobody took are held.
+        _ = try await record(session.capture(PhotoSettings()))
+        _ = try await record(session.capture(PhotoSettings()))
+        let held = await session.heldFrames
+        let target = try #require(held.dropLast().last)
+        let instant = target.exposureStart! + target.exposureTime! / 2
+        let r = try await record(session.capture(PhotoSettings(exposedAfter: instant, zeroShutterLag: true)))
+        #expect(r.photos.map(\.metadata.sequence) == [target.sequence])
+        #expect(r.resolved?.zeroShutterLag == ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: true))
+        #expect(await !session.heldFrames.contains { $0.sequence == target.sequence }, "the frame left the ring with the photo")
+        await session.waitUntilHeld(await session.heldFrames.count)
+        await session.stop()
+        #expect(await session.photosHeld == 0, "every held frame given back at stop")
+
+        let cam2 = SimulatedCamera(profile: .imx219, options: o)
+        defer { cam2.release() }
+        do {
+            try await CaptureSession(backend: cam2).start(stream: StreamRequest(role: .video), preparedBracketCount: 1, holding: .window(.seconds(10)))
+            Issue.record("a 10 s window at video rate was accepted")
+        } catch let e as ShutterbugError {
+            #expect(e.code == .invalidArgument && e.message.contains("at most 32"), "\(e)")
+        }
+    }
+}
