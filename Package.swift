@@ -162,7 +162,7 @@ let package = Package(
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", "ImageOutput", "HTTPTransfer", "Upload", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
-        .testTarget(name: "ServerTests", dependencies: ["Server", "TestSupport", "Capture", "ImageOutput", "SimulatedCamera", "ShutterbugCore",
+        .testTarget(name: "ServerTests", dependencies: ["Server", "TestSupport", "Capture", "CaptureScheduler", "ImageOutput", "Jobs", "SimulatedCamera", "ShutterbugCore",
                                                         .product(name: "Hummingbird", package: "hummingbird"),
                                                         .product(name: "HummingbirdTesting", package: "hummingbird")]),
         .testTarget(name: "HTTPTransferTests", dependencies: ["HTTPTransfer", .product(name: "Hummingbird", package: "hummingbird"),

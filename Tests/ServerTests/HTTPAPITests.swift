@@ -4,6 +4,8 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import ImageOutput
+import Jobs
+import CaptureScheduler
 @testable import Server
 import ShutterbugCore
 import SimulatedCamera
@@ -15,7 +17,8 @@ import Testing
 @Suite("HTTP API in process: CameraService on the simulated camera, through Hummingbird's test client", .timeLimit(.minutes(2)))
 struct HTTPAPITests {
     /// A running service over a fresh output folder; `body` gets the service and the folder.
-    func withService<T: Sendable>(token: String? = nil, reserve: Int64 = 64 << 20, prepare: (String) throws -> Void = { _ in }, _ body: @Sendable (CameraService, String, HTTPAPI.Access) async throws -> T) async throws -> T {
+    func withService<T: Sendable>(token: String? = nil, reserve: Int64 = 64 << 20, holding: HeldFrames = .none, prepare: (String) throws -> Void = { _ in },
+                                  _ body: @Sendable (CameraService, String, HTTPAPI.Access) async throws -> T) async throws -> T {
         let dir = NSTemporaryDirectory() + "sb-api-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -25,7 +28,7 @@ struct HTTPAPITests {
         let cam = SimulatedCamera(profile: .imx477, options: options)
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
-        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5)
+        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5, holding: holding)
         try prepare(dir)
         let directory = try OutputDirectory(path: dir, reserve: reserve)
         let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: .imx477))
@@ -98,6 +101,50 @@ struct HTTPAPITests {
                         let onDisk = try Data(contentsOf: URL(fileURLWithPath: dir + "/" + relative))
                         #expect(bytes.count == onDisk.count)
                     }
+                }
+            }
+        }
+    }
+
+    @Test("POST /api/capture {\"at\"}: the held frame exposing at that instant (camera clock ns or ISO 8601 wall time), at once; older than the frames held 410, ahead or unreadable 422, with a bracket 400")
+    func captureAt() async throws {
+        try await withService(holding: .frames(4)) { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.router) { client in
+                let json: HTTPFields = [.contentType: "application/json"]
+                // Frames flow while photos are asked for; those nobody took are held.
+                for _ in 0..<2 {
+                    try await client.execute(uri: "/api/capture", method: .post, headers: json, body: ByteBuffer(string: "{}")) { r in #expect(r.status == .created) }
+                }
+                let held = await service.session.heldFrames
+                #expect(held.count == 4, "\(held.map(\.sequence))")
+                func inside(_ m: FrameMetadata) -> SensorTime { m.exposureStart! + m.exposureTime! / 2 }
+                let target = try #require(held.last)
+                try await client.execute(uri: "/api/capture", method: .post, headers: json, body: ByteBuffer(string: #"{"at": \#(inside(target).nanoseconds)}"#)) { r in
+                    #expect(r.status == .created, "\(String(buffer: r.body))")
+                    let body = try JSONDecoder().decode(CameraService.CaptureRecord.self, from: Data(buffer: r.body))
+                    #expect(body.zeroShutterLag == true && body.exposureStartNs == target.exposureStart?.nanoseconds, "\(String(buffer: r.body))")
+                    #expect(body.report?.steps.first?.sequence == Int(target.sequence), "\(String(buffer: r.body))")
+                }
+                // The same instant as wall time, through the frames' own clock offset.
+                let other = try #require(held.first)
+                let wall = inside(other) + TimelapseRun.wallOffset(await service.session.latestFrame)
+                try await client.execute(uri: "/api/capture", method: .post, headers: json, body: ByteBuffer(string: #"{"at": "\#(wall)"}"#)) { r in
+                    #expect(r.status == .created, "\(String(buffer: r.body))")
+                    let body = try JSONDecoder().decode(CameraService.CaptureRecord.self, from: Data(buffer: r.body))
+                    #expect(body.zeroShutterLag == true && body.report?.steps.first?.sequence == Int(other.sequence), "\(String(buffer: r.body))")
+                }
+                let now = service.camera.now
+                for (at, status, says) in [("\((now - .seconds(30)).nanoseconds)", HTTPResponse.Status.gone, "oldest"),
+                                           ("\((now - .seconds(120)).nanoseconds)", .gone, "the last 60 s"),
+                                           ("\((now + .seconds(5)).nanoseconds)", .unprocessableContent, "1 s ahead"),
+                                           (#""yesterday""#, .unprocessableContent, "ISO 8601")] {
+                    try await client.execute(uri: "/api/capture", method: .post, headers: json, body: ByteBuffer(string: #"{"at": \#(at)}"#)) { r in
+                        #expect(r.status == status && String(buffer: r.body).contains(says), "\(at): \(r.status) \(String(buffer: r.body))")
+                    }
+                }
+                try await client.execute(uri: "/api/capture", method: .post, headers: json, body: ByteBuffer(string: #"{"at": \#(now.nanoseconds), "ev": [0]}"#)) { r in
+                    #expect(r.status == .badRequest && String(buffer: r.body).contains("single photo"), "\(String(buffer: r.body))")
                 }
             }
         }

@@ -51,7 +51,7 @@ public struct BufferPlan: Sendable, Hashable {
         guard config.bufferBytes > budget.bytes else { return }
         let sinks = sinkBuffers > 0 ? ", \(sinkBuffers) for sinks" : ""
         let ring = ringFrames > 0 ? ", \(ringFrames) held for zero shutter lag" : ""
-        let fewer = ringFrames > 0 ? "fewer frames held (--pre), " : ""
+        let fewer = ringFrames > 0 ? "fewer frames held (--hold), " : ""
         throw ShutterbugError(.invalidArgument, "this configuration needs \(config.bufferDescription) of buffers (\(bracketCount) for a bracket, \(RequestFeeder.pipelineDepth) in flight\(sinks)\(ring) per stream), over the memory budget of \(budget); ask for \(fewer)fewer bracket steps, a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
     }
 

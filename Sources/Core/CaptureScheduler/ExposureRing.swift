@@ -35,6 +35,9 @@ public struct ExposureRing: Sendable {
     public let capacity: Int
     /// The frames held, oldest first.
     public private(set) var frames: [CompletedRequest] = []
+    /// The latest exposure end among the frames pushed out: an instant before it may have been
+    /// covered by a frame no longer held.
+    public private(set) var pushedOutUntil: SensorTime?
 
     public init(capacity: Int) {
         self.capacity = max(0, capacity)
@@ -48,7 +51,10 @@ public struct ExposureRing: Sendable {
     public mutating func hold(_ c: CompletedRequest) -> Int? {
         guard isEnabled else { return nil }
         frames.append(c)
-        return frames.count > capacity ? frames.removeFirst().slot : nil
+        guard frames.count > capacity else { return nil }
+        let old = frames.removeFirst()
+        if let end = old.metadata.sensorTimestamp { pushedOutUntil = max(pushedOutUntil ?? end, end) }
+        return old.slot
     }
 
     /// Every frame held, removed: their slots, to give back.
@@ -80,15 +86,22 @@ public struct ExposureRing: Sendable {
         if let i = frames.firstIndex(where: { $0.metadata.exposure(against: instant) == .covering }) {
             return .covering(frames.remove(at: i))
         }
+        // A frame pushed out ended after the instant: the one exposing then (or the first exposed
+        // after) may be among those no longer held.
+        if let until = pushedOutUntil, instant < until {
+            let reach = frames.first?.metadata.exposureStart.map { ", and the oldest held began \(($0 - instant).millisecondsDescription) after it" } ?? ""
+            return .gone("the frame exposing at \(instant) is no longer held: \(capacity) frame\(capacity == 1 ? " is" : "s are") held\(reach); hold more (--hold) to reach further back")
+        }
         guard let i = frames.firstIndex(where: { $0.metadata.exposure(against: instant) == .after }) else { return .wait }
         let f = frames[i].metadata
-        // The oldest held frame began after the instant and the ring is full: frames that came
-        // before it, one of which may have covered the instant, were pushed out. A frame period
-        // of slack for the gap between two exposures, where no frame covers anything.
-        if i == 0, frames.count == capacity, let start = f.earliestExposureStart,
-           start - instant > (f.frameDuration ?? f.measuredFrameInterval ?? .zero) {
-            let oldest = start - instant
-            return .gone("no frame held covers \(instant): the oldest of the \(capacity) frames held began \(oldest.millisecondsDescription) after it; hold more frames (--pre) to reach further back")
+        // The first held frame exposed after is no stand-in for one far from the instant (an
+        // instant from before the camera streamed): every frame since the last that ended
+        // before the instant (taken by other captures, dropped, in start-up) accounts for a
+        // period, and the gap between two exposures for one more.
+        let before = seen.last { ($0.sensorTimestamp.map { $0 <= instant } ?? false) && $0.sequence < f.sequence }?.sequence
+        let since = Int(f.sequence) - Int(before ?? 0)
+        if let start = f.earliestExposureStart, let period = f.frameDuration ?? f.measuredFrameInterval, start - instant > period * (since + 1) {
+            return .gone("no frame held was exposing at \(instant) or near it: the first held exposed after it began \((start - instant).millisecondsDescription) after it")
         }
         return .after(frames.remove(at: i), reason: Self.gap(before: f, instant: instant, seen: seen))
     }

@@ -102,9 +102,17 @@ public actor CameraService {
         }
     }
 
-    /// How far back `"at"` may reach: the frames held cover far less; older is refused as a
-    /// mistake rather than looked for.
+    /// How far back `"at"` may reach: the frames held cover far less; older is refused as
+    /// gone rather than looked for.
     public static let atRange: ClosedRange<Duration> = .seconds(-60)...(.seconds(1))
+
+    /// An `"at"` the service cannot answer, though well-formed JSON: older than anything held
+    /// (`gone`, 410), or an instant it cannot read or too far ahead (422).
+    public struct AtRefused: Error, Sendable, CustomStringConvertible {
+        public var message: String
+        public var gone: Bool
+        public var description: String { message }
+    }
 
     private(set) var recent: [CaptureRecord] = []
     private(set) var capturesTaken = 0
@@ -167,12 +175,13 @@ public actor CameraService {
             case .camera(let t): instant = t
             case .wall(let text):
                 guard let w = FleetCommand.instant(text) else {
-                    throw ShutterbugError(.invalidArgument, "at: an ISO 8601 time with a zone (2026-11-27T08:15:02.250Z) or nanoseconds on the camera's clock, not \"\(text.prefix(64))\"")
+                    throw AtRefused(message: "at: an ISO 8601 time with a zone (2026-11-27T08:15:02.250Z) or nanoseconds on the camera's clock, not \"\(text.prefix(64))\"", gone: false)
                 }
                 instant = w - offset
             }
             guard atRange.contains(instant - now) else {
-                throw ShutterbugError(.invalidArgument, "at: \(instant) is \((instant - now).millisecondsDescription) from the camera's clock (\(now)); accepted: the last 60 s to 1 s ahead")
+                let d = instant - now
+                throw AtRefused(message: "at: \(instant) is \(d.millisecondsDescription) from the camera's clock (\(now)); accepted: the last 60 s to 1 s ahead\(d < .zero ? ", and only what the frames held reach" : "")", gone: d < .zero)
             }
             return PhotoSettings(formats: formats, exposedAfter: instant, zeroShutterLag: true)
         }

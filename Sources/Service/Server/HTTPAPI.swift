@@ -452,6 +452,10 @@ public enum HTTPAPI {
                 settings = try CameraService.settings(for: ask, now: service.camera.now, offset: TimelapseRun.wallOffset(await service.session.latestFrame))
             } catch let e as ShutterbugError {
                 return HTTPAPI.error(.badRequest, e.message)
+            } catch let e as CameraService.AtRefused {
+                return HTTPAPI.error(e.gone ? .gone : .unprocessableContent, e.message)
+            } catch {
+                return HTTPAPI.error(.badRequest, "\(error)")
             }
             do {
                 return try json(try await service.capture(settings), status: .created)
