@@ -167,7 +167,7 @@ public final class ServiceTrigger: Sendable {
                         id: String(PhotoFacts.uniqueID(captureID: c.uniqueID, step: 0).dropLast(4)),
                         kind: (c.steps > 1 ? "bracket of \(c.steps)" : "photo") + " for trigger '\(d.name)' \(t.sequence)", steps: c.steps,
                         exposureStartNs: c.exposureStart?.nanoseconds, files: c.files.map { relativePath($0.path, under: service.directory.path) },
-                        adjustments: c.adjustments, failures: c.failures, trigger: d.name)
+                        adjustments: c.adjustments, failures: c.failures, trigger: d.name, zeroShutterLag: c.zeroShutterLag?.covered)
                     await service.record(record, frames: c.sequences, bytes: c.files.reduce(0) { $0 + $1.bytes })
                     progress.withLock { $0.lastCapture = record }
                 case .failed(let t, let error):
