@@ -167,6 +167,71 @@ struct GPIOTriggerBoardTests {
         }
     }
 
+    @Test("zero shutter lag from gpio-sim edges: each photo is the frame whose exposure covered the edge, taken from the frames held; where no frame did, the first exposed after, saying why")
+    func zeroShutterLagEdges() async throws {
+        let pull = try pull()
+        try "pull-down".write(toFile: pull, atomically: false, encoding: .utf8)
+        let source = try GPIOTriggerSource(line: "shutter", edges: .rising)
+        var o = SimulationOptions()
+        o.clock = .realTime
+        // A dim scene: each exposure takes most of its frame, so most edges fall inside one.
+        o.sceneLux = 5
+        let cam = SimulatedCamera(profile: .imx219, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        _ = try await session.prepare(streams: [StreamRequest(role: .viewfinder, width: 640, height: 480)], preparedBracketCount: 1, holding: .frames(4))
+        let frames = await session.frames(buffering: 4096)
+        try await session.start()
+        try await session.captureFrame(exposedAfter: MonotonicClock.now()).release()
+        let presses = 6
+        let toggler = Task.detached {
+            for _ in 0..<presses {
+                try "pull-up".write(toFile: pull, atomically: false, encoding: .utf8)
+                try await Task.sleep(for: .milliseconds(170))
+                try "pull-down".write(toFile: pull, atomically: false, encoding: .utf8)
+                try await Task.sleep(for: .milliseconds(130))
+            }
+        }
+        var photos: [(Trigger, FrameMetadata, ZeroShutterLag?)] = []
+        for await t in source.triggers() {
+            var zsl: ZeroShutterLag?
+            var frame: FrameMetadata?
+            for try await e in await session.capture(PhotoSettings(trigger: t, zeroShutterLag: true)) {
+                switch e {
+                case .photo(let p): frame = p.metadata; p.release()
+                case .captureFinished(let r): zsl = r.zeroShutterLag
+                default: break
+                }
+            }
+            photos.append((t, try #require(frame, "trigger \(t.sequence): no photo"), zsl))
+            if photos.count == presses { break }
+        }
+        try await toggler.value
+        source.stopAndWait()
+        var seen: [FrameMetadata] = []
+        let last = photos.map(\.1.sequence).max() ?? 0
+        for await m in frames {
+            seen.append(m)
+            if m.sequence >= last { break }
+        }
+        await session.stop()
+        var covered = 0
+        for (t, m, zsl) in photos {
+            let z = try #require(zsl, "trigger \(t.sequence): no zero-shutter-lag report")
+            if z.covered {
+                covered += 1
+                #expect(m.exposure(against: t.instant) == .covering, "trigger \(t.sequence): frame \(m.sequence) said to cover the edge")
+            } else {
+                #expect(m.exposed(after: t.instant) && z.fallback?.isEmpty == false, "trigger \(t.sequence): \(z)")
+                // No complete frame the camera made covered the edge (one capture at a time, so
+                // none was taken by another).
+                let coveringFrames = seen.filter { $0.exposure(against: t.instant) == .covering }.map(\.sequence)
+                #expect(coveringFrames.isEmpty, "trigger \(t.sequence): frames \(coveringFrames) covered the edge, yet frame \(m.sequence) was taken: \(z.fallback ?? "")")
+            }
+        }
+        #expect(covered >= presses / 2, "\(covered) of \(presses) edges covered in a dim scene")
+    }
+
     @Test("a debounced edge's instant is when the line settled, not when the kernel's debounce timer fired a period later")
     func debouncedInstant() async throws {
         let pull = try pull()

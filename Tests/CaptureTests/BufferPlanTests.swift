@@ -33,7 +33,7 @@ struct BufferPlanTests {
         let config = CameraConfiguration(streams: [StreamConfiguration(role: .still, width: 4056, height: 3040, pixelFormat: .yuv420, stride: 4056, frameSize: frame, bufferCount: plan.buffersPerStream)], adjustments: [])
         #expect { try plan.check(config, within: MemoryBudget(bytes: 100 << 20, source: "a test pool")) } throws: { e in
             let text = "\(e)"
-            return text.contains("100 MB (a test pool)") && text.contains("9 for a bracket") && text.contains("1 for sinks") && text.contains("SHUTTERBUG_MEMORY_BUDGET_MB")
+            return text.contains("100 MB (a test pool)") && text.contains("9 for a bracket's or a burst's photos") && text.contains("1 for sinks") && text.contains("SHUTTERBUG_MEMORY_BUDGET_MB")
         }
         try plan.check(config, within: MemoryBudget(bytes: config.bufferBytes, source: "exactly enough"))
     }

@@ -239,7 +239,7 @@ struct ZeroShutterLagTests {
             try plan.check(config, within: MemoryBudget(bytes: 64 << 20, source: "test"))
             Issue.record("over the budget, accepted")
         } catch let e as ShutterbugError {
-            #expect(e.message.contains("5 held for zero shutter lag") && e.message.contains("--hold"), "\(e.message)")
+            #expect(e.message.contains("5 held for zero shutter lag") && e.message.contains("--hold, --pre"), "\(e.message)")
         }
     }
 
@@ -275,5 +275,75 @@ struct ZeroShutterLagTests {
         } catch let e as ShutterbugError {
             #expect(e.code == .invalidArgument && e.message.contains("at most 32"), "\(e)")
         }
+    }
+
+    @Test("property: bursts around random instants, with drops and start-up frames: every burst has all its frames, in frame order, the ones before ended by the instant and the ones after the frame at it; no frame in two bursts; every hold given back once",
+          arguments: 0..<150)
+    func bursts(seed: Int) {
+        var rng = SplitMix64(seed: UInt64(seed) &* 0x2545_F491 &+ 3)
+        let b = PhotoSettings.Burst(before: 1 + Int(rng.next() % 4), after: Int(rng.next() % 4))
+        var machine = CaptureMachine(timing: Self.timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), ringFrames: b.before + 2)
+        let period = Duration.milliseconds(Int64(16 + rng.next() % 85))
+        let t0 = SensorTime(nanoseconds: 1_000_000_000)
+        var asks: [(at: SensorTime, settings: PhotoSettings)] = (0..<15).map { _ in
+            let instant = t0 + period * (Double(rng.next() % 1_000_000) / 1_000_000 * 180)
+            return (instant + period * (Double(rng.next() % 1000) / 1000), PhotoSettings(exposedAfter: instant, burst: b))
+        }
+        asks.sort { $0.at < $1.at }
+        var frames: [Int64: [FrameMetadata]] = [:], finished: [Int64: ResolvedPhotoSettings] = [:], failed: Set<Int64> = []
+        var holdsTaken = 0, holdsEnded = 0
+        func take(_ actions: [CaptureMachine.Action]) {
+            for a in actions {
+                switch a {
+                case .photo(let id, _, let f): holdsEnded += 1; frames[id, default: []].append(f.metadata)
+                case .finished(let id, let r): finished[id] = r
+                case .failed(let id, _): failed.insert(id)
+                case .release: holdsEnded += 1
+                default: break
+                }
+            }
+        }
+        var next = 0
+        for k in 0..<200 {
+            let ts = t0 + period * k
+            while next < asks.count, asks[next].at < ts {
+                machine.add(asks[next].settings, now: asks[next].at)
+                take(machine.takeActions())
+                next += 1
+            }
+            if rng.next() % 15 == 0 { continue }
+            let exposure = max(.microseconds(100), (period - Self.timing.margin) * (Double(1 + rng.next() % 100) / 100))
+            let status: CompletedRequest.Status = k < 3 ? .startup : .complete
+            let c = CompletedRequest(slot: k % 64, cookie: UInt64(k), status: status,
+                                     metadata: FrameMetadata(sequence: UInt32(k), sensorTimestamp: ts, exposureTime: exposure, analogueGain: Gain(1), frameDuration: period), buffers: [])
+            holdsTaken += machine.frame(c, now: ts)
+            take(machine.takeActions())
+        }
+        for a in asks[next...] { machine.add(a.settings, now: a.at) }
+        take(machine.takeActions())
+        machine.failAll(ShutterbugError(.invalidState, "the run ended"))
+        take(machine.takeActions())
+        holdsEnded += machine.dropRetained().count
+        var used: Set<UInt32> = []
+        for (at, s) in asks {
+            let id = s.uniqueID
+            guard let r = finished[id] else {
+                #expect(failed.contains(id), "seed \(seed): burst asked at \(at) neither finished nor failed")
+                continue
+            }
+            let got = frames[id] ?? []
+            let seqs = got.map(\.sequence)
+            #expect(got.count == b.count, "seed \(seed): \(got.count) frames of \(b.count)")
+            #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "seed \(seed): frames out of order \(seqs)")
+            #expect(used.isDisjoint(with: seqs), "seed \(seed): frames \(used.intersection(seqs).sorted()) in two bursts")
+            used.formUnion(seqs)
+            let instant = s.exposedAfter!
+            let pivot = try! #require(r.pivotStep)
+            #expect(got[..<pivot].allSatisfy { $0.sensorTimestamp! <= instant }, "seed \(seed): a frame before the pivot ended after the instant")
+            let z = try! #require(r.zeroShutterLag)
+            #expect(z.covered ? got[pivot].exposure(against: instant) == .covering : got[pivot].exposed(after: instant), "seed \(seed): pivot \(got[pivot].sequence) \(z)")
+            if pivot < b.before { #expect(r.adjustments.contains { $0.contains("frames before the trigger were held") }, "seed \(seed)") }
+        }
+        #expect(holdsTaken == holdsEnded, "seed \(seed): \(holdsTaken) holds taken, \(holdsEnded) given back or handed out")
     }
 }

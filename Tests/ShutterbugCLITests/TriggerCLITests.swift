@@ -106,6 +106,12 @@ struct TriggerCLITests {
         (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--zsl", "--ev", "-1,1"], "frames still to come"),
         (["trigger", "--camera", "sim:imx296", "--external-trigger", "--simulated", "regular:1s", "--zsl"], "already the sensor's"),
         (["trigger", "--camera", "sim:imx477", "--role", "video", "--simulated", "regular:1s", "--zsl", "--hold", "5s"], "at most 32 are held"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--pre", "0"], "1...30 frames"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--pre", "3", "--post", "40"], "0...32 frames"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--pre", "3", "--ev", "-1,1"], "drop one of them"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--pre", "3", "--hold", "5"], "drop --hold"),
+        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--pre", "20", "--post", "20"], "bursts of 41 frames"),
+        (["trigger", "--camera", "sim:imx477", "--role", "video", "--simulated", "regular:1s", "--pre", "6", "--post", "6"], "a burst of 13 frames"),
     ])
     func refused(args: [String], says: String) async throws {
         let r = try await runChild(Self.exe, args)
@@ -142,6 +148,34 @@ struct TriggerCLITests {
             }
         }
         #expect(covered >= 15, "\(covered) of 30 covered in a dim scene")
+    }
+
+    @Test("--pre 3 --post 2: each trigger a burst of six frames in frame order, written as one numbered sequence; the sidecar gives each frame's offset from the instant, the frames before it negative, and the lag is the frame at the trigger's")
+    func preCapture() async throws {
+        let dir = NSTemporaryDirectory() + "sb-trigger-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx219", "--virtual-time", "--role", "video", "--scene-lux", "5",
+                                              "--simulated", "regular:1s", "--pre", "3", "--post", "2", "--count", "4", "--output", dir, "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        var seen: Set<Int> = []
+        let captures = r.out.split(separator: "\n").filter { $0.contains("\"trigger\"") && !$0.contains("\"summary\"") }
+        #expect(captures.count == 4)
+        for line in captures {
+            let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let frames = try #require(o["frames"] as? [Int])
+            #expect(frames.count == 6 && frames == frames.sorted() && seen.isDisjoint(with: frames), "\(line)")
+            seen.formUnion(frames)
+            let files = try #require(o["files"] as? [String])
+            #expect(files.filter { $0.hasSuffix(".jpg") }.count == 6, "\(files)")
+            let sidecar = try #require(files.first { $0.hasSuffix(".json") })
+            let side = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: sidecar))) as? [String: Any])
+            let t = try #require(side["trigger"] as? [String: Any])
+            let offsets = try #require(t["frameOffsetsUs"] as? [Double], "\(t)")
+            #expect(offsets.count == 6 && offsets == offsets.sorted(), "\(offsets)")
+            let lag = try #require(t["lagToExposureStartUs"] as? Double)
+            #expect(offsets.contains(lag) && offsets.filter { $0 < lag }.count <= 3, "lag \(lag) µs among \(offsets)")
+            #expect((side["bracket"] as? [String: Any])?["kind"] as? String == "burst")
+        }
     }
 
     @Test("a GPIO line that does not exist is named in the error, with what was searched")

@@ -35,12 +35,16 @@ struct BenchTrigger: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Profiles, comma-separated.", valueName: "sim:MODEL,..."))
     var cameras: String = SensorProfile.catalogue.map { "sim:\($0.model)" }.joined(separator: ",")
 
+    @Option(name: .long, help: ArgumentHelp("Scene brightness (0.01...100000 lux): 400 meters to 1/100 s, 5 to exposures that fill most of each frame, where zero shutter lag covers most triggers.", valueName: "lux"))
+    var sceneLux: Double = 400
+
     @Flag(name: .long, help: "One JSON object per row.")
     var json = false
 
     func validate() throws {
         guard (10...10_000).contains(triggers) else { throw ValidationError("--triggers must be in 10...10000, not \(triggers)") }
         guard (2...1000).contains(restarts) else { throw ValidationError("--restarts must be in 2...1000, not \(restarts)") }
+        guard sceneLux.isFinite, (0.01...100_000).contains(sceneLux) else { throw ValidationError("--scene-lux must be in 0.01...100000, not \(sceneLux)") }
         _ = try profiles()
     }
 
@@ -55,7 +59,7 @@ struct BenchTrigger: AsyncParsableCommand {
 
     func run() async throws {
         if !json {
-            print("bench trigger: real time, still stream; \(triggers) triggers per profile with ours and with zero shutter lag, \(restarts) with the restart policy")
+            print("bench trigger: real time, still stream, scene \(String(format2: sceneLux)) lux; \(triggers) triggers per profile with ours and with zero shutter lag, \(restarts) with the restart policy")
             print("profile  sensor          period   | ours p50 / p99 / max (ms)      p99 ≤ period+2ms | restart policy p50 / p99 / max (ms) | restart/ours p50")
         }
         var zsl: [(SensorProfile, Figures, Figures)] = []
@@ -94,6 +98,7 @@ struct BenchTrigger: AsyncParsableCommand {
         var o = SimulationOptions()
         o.clock = .realTime
         o.externalTrigger = external
+        o.sceneLux = sceneLux
         let cam = SimulatedCamera(profile: profile, options: o)
         let session = CaptureSession(backend: cam)
         var controls: CameraControls?

@@ -51,8 +51,8 @@ public struct BufferPlan: Sendable, Hashable {
         guard config.bufferBytes > budget.bytes else { return }
         let sinks = sinkBuffers > 0 ? ", \(sinkBuffers) for sinks" : ""
         let ring = ringFrames > 0 ? ", \(ringFrames) held for zero shutter lag" : ""
-        let fewer = ringFrames > 0 ? "fewer frames held (--hold), " : ""
-        throw ShutterbugError(.invalidArgument, "this configuration needs \(config.bufferDescription) of buffers (\(bracketCount) for a bracket, \(RequestFeeder.pipelineDepth) in flight\(sinks)\(ring) per stream), over the memory budget of \(budget); ask for \(fewer)fewer bracket steps, a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
+        let fewer = ringFrames > 0 ? "fewer frames held (--hold, --pre), " : ""
+        throw ShutterbugError(.invalidArgument, "this configuration needs \(config.bufferDescription) of buffers (\(bracketCount) for a bracket's or a burst's photos, \(RequestFeeder.pipelineDepth) in flight\(sinks)\(ring) per stream), over the memory budget of \(budget); ask for \(fewer)fewer bracket steps, a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
     }
 
     /// The most photos a bracket may hold once the camera allocated `slots` buffers per stream
@@ -68,6 +68,9 @@ extension CaptureMachine {
     ///   `.invalidArgument` for manual steps the frames could not tell apart, or for more steps
     ///   than `photos`, with the range.
     public func validate(_ settings: PhotoSettings, camera: String, slots: Int, photos: Int) throws {
+        if let burst = settings.burst, !(1...photos).contains(burst.count) {
+            throw ShutterbugError(.invalidArgument, "a burst of \(burst.count) frames (\(burst.before) before, the trigger's, \(burst.after) after) does not fit: \(camera) has \(slots) buffers per stream, so at most \(photos) photos are held at once (accepted 1...\(photos))")
+        }
         guard let b = settings.bracket else { return }
         let supported = limits.supported
         if case .lensPositions = b {

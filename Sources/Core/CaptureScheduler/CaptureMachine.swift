@@ -91,6 +91,9 @@ public struct CaptureMachine: Sendable {
             /// A zero-shutter-lag photo waiting for the frame exposing at its instant (or, where
             /// none covers it, the first exposed after).
             case exposing(SensorTime)
+            /// A burst: the frames before are taken; waiting for the frame at the instant (while
+            /// `next` is the pivot's step) and the frames after.
+            case burst(SensorTime, pivot: Int)
             /// A bracket exposed after a trigger waits until its requests would land after it.
             case waitingForInstant(SensorTime)
             /// A phase-locked bracket: pre-roll frames planned so its first step starts at the
@@ -111,6 +114,9 @@ public struct CaptureMachine: Sendable {
         /// "exposure ended").
         var photos: [Int: (CompletedRequest, ResolvedStep)] = [:]
         var exposureStartSent = false
+        /// A burst's next step to fill, and the newest frame it took.
+        var burstNext = 0
+        var burstNewest: UInt32?
         /// Metering and single photos: when a frame last came, and how many were metered, so a
         /// stalled camera or an AGC that never settles fails the capture instead of hanging it.
         var lastProgress: SensorTime?
@@ -257,7 +263,7 @@ public struct CaptureMachine: Sendable {
                 fail(ShutterbugError(.timeout, reason), now: t)
                 return
             }
-        case .metering, .single, .exposing, .waitingForInstant, .phaseLocking:
+        case .metering, .single, .exposing, .burst, .waitingForInstant, .phaseLocking:
             let period = recent.last?.frameDuration ?? timing.everyFramePeriod
             let limit = max(.seconds(2), period * 10)
             guard let last = captures[0].lastProgress, t - last > limit else { return }
@@ -345,6 +351,8 @@ public struct CaptureMachine: Sendable {
     private mutating func plan(now: SensorTime) {
         let settings = captures[0].settings
         switch settings.bracket {
+        case nil where settings.burst != nil && settings.exposedAfter != nil:
+            planBurst(settings.burst!, at: settings.exposedAfter!, now: now)
         case nil where settings.zeroShutterLag && settings.exposedAfter != nil:
             planZeroShutterLag(at: settings.exposedAfter!, now: now)
         case nil:
@@ -405,6 +413,55 @@ public struct CaptureMachine: Sendable {
         case .wait:
             captures[0].phase = .exposing(instant)
         }
+    }
+
+    /// A burst: the held frames before the instant, the frame exposing at it (or the first
+    /// after), then the frames that follow, as steps in frame order. Fewer held before it than
+    /// asked (just after start-up, or a window that holds fewer) means more taken after, so a
+    /// burst always has its count of frames.
+    private mutating func planBurst(_ b: PhotoSettings.Burst, at instant: SensorTime, now: SensorTime) {
+        let pre = ring.take(before: instant, count: b.before, window: b.window, seen: recentFrames)
+        let pivot = pre.count
+        captures[0].resolved.pivotStep = pivot
+        if pre.count < b.before {
+            captures[0].resolved.adjustments.append("burst: \(pre.count) of the \(b.before) frames before the trigger were held (the camera had not streamed that long, or frames were dropped or taken); \(b.before - pre.count) more taken after it")
+        }
+        captures[0].resolved.steps = (0..<b.count).map { i in
+            let requested = i < pivot ? "frame \(i - pivot) before the trigger at \(instant)" : i == pivot ? "the frame exposing at \(instant)" : "frame +\(i - pivot) after the trigger at \(instant)"
+            return ResolvedStep(index: i, requested: requested, planned: StepTarget())
+        }
+        actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
+        captures[0].phase = .burst(instant, pivot: pivot)
+        for f in pre { _ = takeBurst(f, now: now) }
+        switch ring.take(exposingAt: instant, seen: recentFrames) {
+        case .covering(let c):
+            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: true)
+            _ = takeBurst(c, now: now)
+        case .after(let c, let reason):
+            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: reason, fromHeldFrames: true)
+            _ = takeBurst(c, now: now)
+        case .gone(let reason):
+            fail(ShutterbugError(.late, reason), now: now)
+        case .wait:
+            break
+        }
+    }
+
+    /// The head burst takes `c` as its next step; true when the burst is complete.
+    private mutating func takeBurst(_ c: CompletedRequest, now: SensorTime) -> Bool {
+        let i = captures[0].burstNext
+        captures[0].resolved.steps[i].actual = c.metadata
+        captures[0].photos[i] = (c, captures[0].resolved.steps[i])
+        captures[0].burstNext += 1
+        captures[0].burstNewest = c.metadata.sequence
+        if captures[0].burstNext == captures[0].resolved.steps.count {
+            if let z = captures[0].resolved.zeroShutterLag, !z.covered, let why = z.fallback {
+                captures[0].resolved.adjustments.append("zero shutter lag: no frame's exposure covered \(z.instant) (\(why)); the first frame exposed after it is the burst's frame at the trigger")
+            }
+            complete(now: now)
+            return true
+        }
+        return false
     }
 
     /// The head single photo takes `c` (its hold passes to the photo).
@@ -494,6 +551,22 @@ public struct CaptureMachine: Sendable {
             captures[0].resolved.steps[0].actual = c.metadata
             captures[0].photos[0] = (c, captures[0].resolved.steps[0])
             complete(now: now)
+            return true
+        case .burst(let instant, let pivot):
+            captures[0].lastProgress = now
+            guard c.status == .complete, captures[0].burstNewest.map({ c.metadata.sequence > $0 }) ?? true else { return false }
+            if captures[0].burstNext == pivot {
+                // The frame at the instant: covering it, else the first exposed after.
+                switch c.metadata.exposure(against: instant) {
+                case .before: return false
+                case .covering:
+                    captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: false)
+                case .after:
+                    let why = ExposureRing.gap(before: c.metadata, instant: instant, seen: recentFrames.filter { $0.sequence < c.metadata.sequence })
+                    captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: why, fromHeldFrames: false)
+                }
+            }
+            _ = takeBurst(c, now: now)
             return true
         case .exposing(let instant):
             captures[0].lastProgress = now

@@ -63,6 +63,29 @@ public struct ExposureRing: Sendable {
         return frames.map(\.slot)
     }
 
+    /// Takes the newest `count` held frames whose exposure ended at or before `instant` (and,
+    /// given `window`, began no earlier than `instant - window`), oldest first; their holds pass
+    /// to the taker. They are one run of consecutive frames ending with the newest frame seen
+    /// before the instant (`seen`): a frame another capture took ends the run, so a burst never
+    /// reaches back past an earlier burst's frames to older ones.
+    public mutating func take(before instant: SensorTime, count: Int, window: Duration? = nil, seen: [FrameMetadata]) -> [CompletedRequest] {
+        guard count > 0, let newest = seen.last(where: { m in m.sensorTimestamp.map { $0 <= instant } ?? false }) else { return [] }
+        var picked: [Int] = []
+        var next = newest.sequence
+        for i in frames.indices.reversed() where picked.count < count {
+            let m = frames[i].metadata
+            guard m.sequence <= next else { continue }
+            guard m.sequence == next, m.exposure(against: instant) == .before else { break }
+            if let window, let start = m.exposureStart, start < instant - window { break }
+            picked.append(i)
+            if next == 0 { break }
+            next -= 1
+        }
+        let taken = picked.sorted().map { frames[$0] }
+        for i in picked.sorted(by: >) { frames.remove(at: i) }
+        return taken
+    }
+
     /// What a capture exposing at an instant gets.
     public enum Choice: Sendable {
         /// A frame held whose exposure covered the instant; its hold passes to the taker.

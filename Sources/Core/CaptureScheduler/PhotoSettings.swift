@@ -42,9 +42,34 @@ public struct PhotoSettings: Sendable, Hashable {
     /// the resolved settings say why (`ResolvedPhotoSettings.zeroShutterLag`). A bracket's
     /// steps are frames still to come: it ignores this, saying so.
     public let zeroShutterLag: Bool
+    /// Pre-capture: the frames before the trigger's frame (held, as for zero shutter lag), the
+    /// frame exposing at the instant, and frames after it, as one capture's steps in frame
+    /// order (Olympus's ProCapture). Needs `exposedAfter`; a bracket cannot have one.
+    public let burst: Burst?
+
+    /// A burst around an instant: `before` frames held from before it (within `window` of it,
+    /// where given), the frame exposing at it, and `after` frames that follow.
+    public struct Burst: Sendable, Hashable {
+        public var before: Int
+        public var window: Duration?
+        public var after: Int
+
+        public init(before: Int, window: Duration? = nil, after: Int) {
+            self.before = max(0, before)
+            self.window = window
+            self.after = max(0, after)
+        }
+
+        /// Frames in the burst: always this many (fewer held before the instant means more
+        /// taken after it).
+        public var count: Int { before + 1 + after }
+    }
+
+    /// The photos the capture gives: the bracket's steps, the burst's frames, or one.
+    public var stepCount: Int { bracket?.count ?? burst?.count ?? 1 }
 
     public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], exposedAfter: SensorTime? = nil, phaseLocked: Bool = false,
-                whiteBalance: ColourGains? = nil, exposedBefore: SensorTime? = nil, zeroShutterLag: Bool = false) {
+                whiteBalance: ColourGains? = nil, exposedBefore: SensorTime? = nil, zeroShutterLag: Bool = false, burst: Burst? = nil) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
@@ -52,13 +77,15 @@ public struct PhotoSettings: Sendable, Hashable {
         self.phaseLocked = phaseLocked && exposedAfter != nil
         self.whiteBalance = whiteBalance
         self.exposedBefore = exposedBefore
-        self.zeroShutterLag = zeroShutterLag && exposedAfter != nil
+        self.burst = bracket == nil && exposedAfter != nil ? burst : nil
+        self.zeroShutterLag = (zeroShutterLag || self.burst != nil) && exposedAfter != nil
         trigger = nil
     }
 
     /// A capture exposed after `trigger`'s instant, and, given `exposedBefore`, starting no
     /// later than that (else it fails as late rather than take a frame of something after).
-    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], trigger: Trigger, exposedBefore: SensorTime? = nil, zeroShutterLag: Bool = false) {
+    public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], trigger: Trigger, exposedBefore: SensorTime? = nil, zeroShutterLag: Bool = false,
+                burst: Burst? = nil) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.bracket = bracket
         self.formats = formats
@@ -67,7 +94,8 @@ public struct PhotoSettings: Sendable, Hashable {
         phaseLocked = false
         whiteBalance = nil
         self.exposedBefore = exposedBefore
-        self.zeroShutterLag = zeroShutterLag
+        self.zeroShutterLag = zeroShutterLag || burst != nil
+        self.burst = bracket == nil ? burst : nil
     }
 }
 

@@ -48,6 +48,9 @@ public struct ResolvedPhotoSettings: Sendable, Hashable {
     public var phaseLock: String?
     /// Zero-shutter-lag captures: which frame was taken for the instant, and how.
     public var zeroShutterLag: ZeroShutterLag?
+    /// A burst's step (0-based) that is the frame at the instant; the steps before it are
+    /// frames from before.
+    public var pivotStep: Int?
 
     public init(uniqueID: Int64, steps: [ResolvedStep], adjustments: [String]) {
         self.uniqueID = uniqueID

@@ -17,7 +17,7 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     public init() {}
 
     /// The options a trigger in the service may give, as their long names.
-    public static let serviceKeys = ["gpio", "edge", "debounce", "bias", "active-low", "simulated", "ev", "format", "policy", "queue", "zsl", "hold"]
+    public static let serviceKeys = ["gpio", "edge", "debounce", "bias", "active-low", "simulated", "ev", "format", "policy", "queue", "zsl", "hold", "pre", "post"]
 
     @Option(name: .long, help: ArgumentHelp("A GPIO line: its name (GPIO17, or a gpio-sim label) or CHIP:OFFSET (gpiochip0:17).", valueName: "line"))
     public var gpio: String?
@@ -61,6 +61,12 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     @Option(name: .long, help: ArgumentHelp("With --zsl: the newest frames held, a count (1...32) or a time window (250ms) at the mode's fastest frame rate. Each takes a buffer per stream; default 3 frames.", valueName: "n|time"))
     public var hold: String?
 
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pre-capture: each trigger's capture is a burst of this many frames from before the trigger (held, as for --zsl), the frame exposing at it, and --post frames after, written as one numbered sequence (1...30).", valueName: "n"))
+    public var pre: Int?
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pre-capture: frames after the trigger's frame in each burst (0...32; default 0 with --pre).", valueName: "n"))
+    public var post: Int?
+
     public func validate() throws {
         let sources = [gpio != nil, signal, keypress, simulated != nil].filter { $0 }.count
         guard sources == 1 else { throw ValidationError("give exactly one trigger source: --gpio LINE, --signal, --keypress or --simulated PATTERN") }
@@ -72,6 +78,11 @@ public struct TriggerOptions: ParsableArguments, Sendable {
         guard TriggerPolicy(rawValue: policy) != nil else { throw ValidationError("--policy must be queue, coalesce or drop, not '\(policy)'") }
         guard TriggerQueue.limitRange.contains(queue) else { throw ValidationError("--queue must be in 1...64, not \(queue)") }
         _ = try formats()
+        if let pre, !(1...30).contains(pre) { throw ValidationError("--pre must be 1...30 frames, not \(pre)") }
+        if let post, !(0...32).contains(post) { throw ValidationError("--post must be 0...32 frames, not \(post)") }
+        if let b = burst(), b.count > 32 { throw ValidationError("--pre \(b.before) --post \(b.after) make bursts of \(b.count) frames; at most 32 (a session holds at most 32 photos at once)") }
+        if (pre != nil || post != nil) && ev != nil { throw ValidationError("--pre and --post take a burst of frames around each trigger; a bracket (--ev) is another capture: drop one of them") }
+        if (pre != nil || post != nil) && hold != nil { throw ValidationError("--pre sizes the frames held (its count and two more): drop --hold") }
         if hold != nil && !zsl { throw ValidationError("--hold sizes the frames held for --zsl: give --zsl too") }
         _ = try heldFrames()
         if zsl && ev != nil { throw ValidationError("--zsl takes a single photo from the frames already exposed; a bracket's (--ev) steps are frames still to come: drop one of them") }
@@ -80,6 +91,9 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     /// The frames held for `--zsl` (default 3: a trigger heard up to two frames late still
     /// finds its frame), none without it.
     public func heldFrames() throws -> HeldFrames {
+        // A burst's frames before, and two more so the frame at the trigger is still held when
+        // a late-heard edge asks for it.
+        if let b = burst() { return .frames(b.before + 2) }
         guard zsl else { return .none }
         guard let hold else { return .frames(3) }
         if let n = Int(hold) {
@@ -121,7 +135,13 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     /// The job's options (the count, and an external trigger's pulse, are the caller's).
     public func jobOptions(count: Int? = nil, pulseWidth: Duration = .milliseconds(10)) throws -> TriggerJob.Options {
         TriggerJob.Options(bracket: try bracket(), formats: try formats(), policy: TriggerPolicy(rawValue: policy) ?? .queue, queue: queue, count: count, pulseWidth: pulseWidth,
-                           zeroShutterLag: zsl)
+                           zeroShutterLag: zsl || burst() != nil, burst: burst())
+    }
+
+    /// Pre-capture's burst (`--pre`, `--post`), if asked for.
+    public func burst() -> PhotoSettings.Burst? {
+        guard pre != nil || post != nil else { return nil }
+        return PhotoSettings.Burst(before: pre ?? 0, after: post ?? 0)
     }
 
     /// Opens the source on the camera's clock: `start` is the camera's time when the job is

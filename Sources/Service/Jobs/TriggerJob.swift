@@ -58,9 +58,12 @@ public final class TriggerJob: Service, Sendable {
         /// Each photo is the frame that was exposing at the trigger's instant, from the frames
         /// the session holds (`PhotoSettings.zeroShutterLag`), not the first exposed after.
         public var zeroShutterLag: Bool
+        /// Pre-capture: each trigger's capture is a burst of frames around it (`PhotoSettings
+        /// .burst`), from the frames the session holds and those that follow.
+        public var burst: PhotoSettings.Burst?
 
         public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], policy: TriggerPolicy = .queue, queue: Int = 8, count: Int? = nil,
-                    pulseWidth: Duration = .milliseconds(10), zeroShutterLag: Bool = false) {
+                    pulseWidth: Duration = .milliseconds(10), zeroShutterLag: Bool = false, burst: PhotoSettings.Burst? = nil) {
             self.bracket = bracket
             self.formats = formats
             self.policy = policy
@@ -68,6 +71,7 @@ public final class TriggerJob: Service, Sendable {
             self.count = count
             self.pulseWidth = pulseWidth
             self.zeroShutterLag = zeroShutterLag
+            self.burst = burst
         }
     }
 
@@ -379,8 +383,9 @@ public final class TriggerJob: Service, Sendable {
         // replaced this one's (a machine too loaded to ask in time) fails as late instead of
         // taking the later pulse's frame as this trigger's.
         let latest = camera.capabilities.externalTrigger == nil ? nil : t.instant + options.pulseWidth + (await session.timing.readoutTime) / 2
-        let settings = PhotoSettings(bracket: options.bracket, formats: options.formats, trigger: t, exposedBefore: latest, zeroShutterLag: options.zeroShutterLag)
-        let frames = options.bracket?.count ?? 1
+        let settings = PhotoSettings(bracket: options.bracket, formats: options.formats, trigger: t, exposedBefore: latest, zeroShutterLag: options.zeroShutterLag,
+                                     burst: options.burst)
+        let frames = settings.stepCount
         let realTime = !camera.pacesByDemand
         var c = Captured(lag: TriggerLag(trigger: t.instant, exposureStart: t.instant), sequences: [], files: [], failures: [], adjustments: [],
                          uniqueID: settings.uniqueID, steps: frames)
@@ -418,9 +423,11 @@ public final class TriggerJob: Service, Sendable {
             try? busy.release()
             c.busy = ContinuousClock.now - h
         }
-        func photo(_ m: FrameMetadata) {
+        /// A burst's frame at the trigger (the lag is to it, not to the frames before).
+        var pivot = 0
+        func photo(_ step: ResolvedStep, _ m: FrameMetadata) {
             c.sequences.append(m.sequence)
-            if firstStart == nil {
+            if firstStart == nil && step.index >= pivot {
                 firstStart = m.earliestExposureStart
                 c.exposureStart = firstStart
                 delivered = realTime ? MonotonicClock.now() : nil
@@ -438,10 +445,11 @@ public final class TriggerJob: Service, Sendable {
                 switch e {
                 case .settingsResolved(let r):
                     c.adjustments += r.adjustments
+                    pivot = r.pivotStep ?? 0
                     sessionHoldsIt()
                 case .exposureEnded: copying()
                 case .captureFinished(let r): c.zeroShutterLag = r.zeroShutterLag
-                case .photoCaptured(_, let m): photo(m)
+                case .photoCaptured(let step, let m): photo(step, m)
                 case .fileWritten(let f): c.files.append(f)
                 case .writeFailed(_, let format, let error): c.failures.append("\(format): \(error.message)")
                 case .notice(let n): emit(.notice(n))

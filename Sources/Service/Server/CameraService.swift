@@ -209,7 +209,7 @@ public actor CameraService {
         try await session.validate(settings)
         try writer.check(settings.formats)
         var record = CaptureRecord(id: String(PhotoFacts.uniqueID(captureID: settings.uniqueID, step: 0).dropLast(4)),
-                                   kind: settings.bracket.map { "bracket of \($0.count)" } ?? "photo", steps: settings.bracket?.count ?? 1,
+                                   kind: settings.bracket.map { "bracket of \($0.count)" } ?? settings.burst.map { "burst of \($0.count)" } ?? "photo", steps: settings.stepCount,
                                    exposureStartNs: nil, files: [], adjustments: [], failures: [])
         let prefix = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
         let began = ContinuousClock.now

@@ -22,6 +22,8 @@ public struct TriggerDefinition: Sendable {
     /// any trigger asks for; a reload cannot change it).
     public var zeroShutterLag = false
     public var held = HeldFrames.none
+    /// Pre-capture (`pre`, `post`): a burst around each trigger.
+    public var burst: PhotoSettings.Burst?
     /// Opens the source, on the camera's clock (`now` is the camera's time).
     public var open: @Sendable (_ now: SensorTime) throws -> TriggerHandle
 
@@ -55,6 +57,7 @@ public struct TriggerDefinition: Sendable {
         self.init(name: name, arguments: words, bracket: job.bracket, formats: job.formats, policy: job.policy, queue: job.queue, open: try options.source(realTime: true))
         zeroShutterLag = job.zeroShutterLag
         held = try options.heldFrames()
+        burst = job.burst
     }
 }
 
@@ -134,7 +137,7 @@ public final class ServiceTrigger: Sendable {
             service.logger.error("trigger '\(d.name)' failed: \(message)")
         }
         do {
-            try await CameraService.checkSteps(d.bracket?.count ?? 1, session: service.session, what: "the trigger's bracket")
+            try await CameraService.checkSteps(d.burst?.count ?? d.bracket?.count ?? 1, session: service.session, what: d.burst != nil ? "the trigger's burst" : "the trigger's bracket")
         } catch {
             failed((error as? ShutterbugError)?.message ?? "\(error)")
             return
@@ -142,7 +145,7 @@ public final class ServiceTrigger: Sendable {
         if d.zeroShutterLag, await service.session.heldFramesCapacity == 0 {
             service.logger.warning("trigger '\(d.name)': --zsl, but the service holds no frames (it started without a --zsl trigger; restart it to hold them): each photo is the frame exposing at the trigger only when that frame comes back after the trigger is heard")
         }
-        let job = TriggerJob(options: .init(bracket: d.bracket, formats: d.formats, policy: d.policy, queue: d.queue, zeroShutterLag: d.zeroShutterLag),
+        let job = TriggerJob(options: .init(bracket: d.bracket, formats: d.formats, policy: d.policy, queue: d.queue, zeroShutterLag: d.zeroShutterLag, burst: d.burst),
                              session: service.session, camera: service.camera,
                              writer: service.writer, observe: { [weak service] e in service?.observeJob(e) }, open: d.open)
         self.job.withLock { $0 = job }

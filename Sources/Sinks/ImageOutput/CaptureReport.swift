@@ -109,7 +109,7 @@ public struct CaptureReport: Sendable, Codable, Equatable {
         /// The report; `error` when the capture ended early (the steps it got are reported).
         public func report(error: (any Error)? = nil) -> CaptureReport {
             let r = resolved ?? planned
-            let stepCount = max(settings.bracket?.count ?? 1, 1)
+            let stepCount = max(settings.stepCount, 1)
             let inOrder = photos.sorted { $0.step.index < $1.step.index }
             let bySensor = photos.sorted { $0.metadata.sequence < $1.metadata.sequence }.map { $0.step.index + 1 }
             let seqs = photos.map { Int($0.metadata.sequence) }
@@ -117,7 +117,7 @@ public struct CaptureReport: Sendable, Codable, Equatable {
             let missing = (1...stepCount).filter { !got.contains($0) }
             let message = error.map { ($0 as? ShutterbugError)?.message ?? "\($0)" }
             return CaptureReport(
-                uniqueID: settings.uniqueID, kind: settings.bracket == nil ? "photo" : "bracket", stepCount: stepCount,
+                uniqueID: settings.uniqueID, kind: settings.bracket != nil ? "bracket" : settings.burst != nil ? "burst" : "photo", stepCount: stepCount,
                 steps: inOrder.map { p in
                     let m = p.metadata
                     return Step(step: p.step.index + 1, requested: p.step.requested, plannedExposureUs: finite(p.step.planned.exposure?.microsecondsValue),

@@ -223,7 +223,7 @@ public final class PhotoFileWriter: Sendable {
     private func run(_ settings: PhotoSettings, session: CaptureSession, number given: Int?, queued: (@Sendable () -> Void)?,
                      out: AsyncThrowingStream<OutputEvent, any Error>.Continuation) async throws {
         try check(settings.formats)
-        let steps = max(settings.bracket?.count ?? 1, 1)
+        let steps = max(settings.stepCount, 1)
         let (memory, disk) = footprint(settings.formats)
         try directory.checkSpace(for: disk * Int64(steps) + (256 << 10))
         let waited = await pool.reserve(memory * steps)

@@ -80,6 +80,11 @@ struct Sidecar {
         case .lensPositions(let l)?:
             bracket.add("kind", "lensPositions")
             bracket.add("lensPositionsDioptres", numbers: l.map(\.value))
+        case nil where settings.burst != nil:
+            bracket.add("kind", "burst")
+            bracket.add("framesBefore", settings.burst!.before)
+            bracket.add("framesAfter", settings.burst!.after)
+            bracket.add("windowBeforeUs", settings.burst!.window?.microsecondsValue)
         case nil:
             bracket.add("kind", "single")
         }
@@ -125,7 +130,15 @@ struct Sidecar {
             t.add("instantNs", instant.nanoseconds)
             t.add("source", settings.trigger?.source)
             t.add("sequence", settings.trigger.map { Int($0.sequence) })
-            t.add("lagToExposureStartUs", state.exposureStarted.map { ($0 - instant).microsecondsValue })
+            // A burst's lag is its frame at the trigger's, not the first frame's from before.
+            let atTrigger = resolved.pivotStep.flatMap { p in state.steps.first { $0.step.index == p }?.metadata.exposureStart } ?? state.exposureStarted
+            t.add("lagToExposureStartUs", atTrigger.map { ($0 - instant).microsecondsValue })
+            if settings.burst != nil {
+                // Each frame's exposure start from the trigger's instant, in step order:
+                // negative before it, the frame at it at most zero.
+                let steps = state.steps.sorted { $0.step.index < $1.step.index }
+                t.add("frameOffsetsUs", numbers: steps.compactMap { $0.metadata.exposureStart.map { ($0 - instant).microsecondsValue } })
+            }
             if let z = resolved.zeroShutterLag {
                 // Zero shutter lag: the frame exposing at the instant (lag at most zero), or
                 // why none was and the first exposed after was taken.
