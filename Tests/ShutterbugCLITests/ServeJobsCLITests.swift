@@ -151,6 +151,52 @@ struct ServeJobsCLITests {
         #expect(try await s.stop() == 0)
     }
 
+    @Test("zsl and pre/post triggers from the configuration: each capture says whether its frame covered the edge, a burst is one capture of all its frames; POST /api/capture at an instant just past takes a held frame")
+    func zeroShutterLagTriggers() async throws {
+        let conf = NSTemporaryDirectory() + "sb-serve-zsl-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: conf, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: conf) }
+        let yaml = """
+            scene-lux: 5
+            triggers:
+              - name: pir
+                simulated: regular:900ms
+                zsl: true
+                hold: 4
+              - name: burst
+                simulated: regular:1700ms
+                pre: 2
+                post: 1
+            """
+        try yaml.write(toFile: conf + "/serve.yaml", atomically: true, encoding: .utf8)
+        let s = try await ServeCLITests.Server.start(["--config", conf + "/serve.yaml"])
+        defer { s.discard() }
+        func captures() async throws -> [[String: Any]] {
+            try #require(try JSONSerialization.jsonObject(with: try await api.call(s.base + "api/captures").body) as? [[String: Any]])
+        }
+        let both = try await eventually(40) {
+            let c = try await captures()
+            return c.contains { $0["trigger"] as? String == "pir" } && c.contains { $0["trigger"] as? String == "burst" }
+        }
+        let list = try await captures()
+        #expect(both, "\(list)")
+        for c in list where c["trigger"] as? String == "pir" {
+            #expect(c["zeroShutterLag"] is Bool && (c["kind"] as? String)?.hasPrefix("photo for trigger 'pir'") == true, "\(c)")
+        }
+        for c in list where c["trigger"] as? String == "burst" {
+            #expect(c["steps"] as? Int == 4 && (c["files"] as? [String])?.filter { $0.hasSuffix(".jpg") }.count == 4 && c["zeroShutterLag"] is Bool
+                    && (c["kind"] as? String)?.hasPrefix("burst of 4 for trigger 'burst'") == true, "\(c)")
+        }
+        // An instant just past, as wall time: a held frame (or, between exposures, the next).
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let at = try await api.call(s.base + "api/capture", method: "POST", body: #"{"at": "\#(f.string(from: Date()))"}"#)
+        #expect(at.status == 201 && at.json?["zeroShutterLag"] is Bool, "\(at.status) \(at.text)")
+        let old = try await api.call(s.base + "api/capture", method: "POST", body: #"{"at": "\#(f.string(from: Date(timeIntervalSinceNow: -30)))"}"#)
+        #expect(old.status == 410, "\(old.status) \(old.text)")
+        #expect(try await s.stop() == 0)
+    }
+
     @Test("SIGTERM during a bracket: the bracket completes, its files are written whole and journalled, the service exits 0")
     func sigtermDuringBracket() async throws {
         let conf = NSTemporaryDirectory() + "sb-serve-term-\(UUID().uuidString)"

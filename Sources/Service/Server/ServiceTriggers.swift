@@ -168,7 +168,7 @@ public final class ServiceTrigger: Sendable {
                     metrics.triggerLag.record(duration: c.lag.toExposureStart)
                     let record = CameraService.CaptureRecord(
                         id: String(PhotoFacts.uniqueID(captureID: c.uniqueID, step: 0).dropLast(4)),
-                        kind: (c.steps > 1 ? "bracket of \(c.steps)" : "photo") + " for trigger '\(d.name)' \(t.sequence)", steps: c.steps,
+                        kind: (d.burst != nil ? "burst of \(c.steps)" : c.steps > 1 ? "bracket of \(c.steps)" : "photo") + " for trigger '\(d.name)' \(t.sequence)", steps: c.steps,
                         exposureStartNs: c.exposureStart?.nanoseconds, files: c.files.map { relativePath($0.path, under: service.directory.path) },
                         adjustments: c.adjustments, failures: c.failures, trigger: d.name, zeroShutterLag: c.zeroShutterLag?.covered)
                     await service.record(record, frames: c.sequences, bytes: c.files.reduce(0) { $0 + $1.bytes })
