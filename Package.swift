@@ -140,7 +140,7 @@ let package = Package(
             dependencies: [
                 "ShutterbugPosix",
                 "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS", "Journal", "HTTPTransfer",
-                "Fleet", "FleetService", "MQTT", "Server", "Upload",
+                "Fleet", "FleetService", "Jobs", "MQTT", "ProcessTriggers", "Server", "Upload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
