@@ -19,7 +19,8 @@ struct BenchPrecapture: AsyncParsableCommand {
             the trigger job with a burst of the frames in 500 ms before each trigger, its own \
             and those in 500 ms after, JPEG files written, and triggers every --every (faster \
             than bursts can be taken, so the queue decides): the bursts taken per second and the \
-            frames written per second over --seconds, the triggers dropped, the bursts that \
+            frames written per second over --seconds, the triggers dropped, those that waited in the \
+            queue until their frame was no longer held, the bursts that \
             found fewer frames held before their trigger than asked (the previous burst took \
             them: back-to-back bursts cannot each have half a second before), and the memory \
             their buffers take.
