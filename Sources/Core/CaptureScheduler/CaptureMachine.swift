@@ -401,18 +401,53 @@ public struct CaptureMachine: Sendable {
     private mutating func planZeroShutterLag(at instant: SensorTime, now: SensorTime) {
         captures[0].resolved.steps = [ResolvedStep(index: 0, requested: "the frame exposing at \(instant)", planned: StepTarget())]
         actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
+        switch takeHeld(at: instant, now: now) {
+        case .frame(let c): takeSingle(c, now: now)
+        case .wait: captures[0].phase = .exposing(instant)
+        case .failed: break
+        }
+    }
+
+    enum HeldChoice {
+        case frame(CompletedRequest)
+        /// The frame at the instant is still to come back.
+        case wait
+        /// Gone from the frames held: the head failed as late.
+        case failed
+    }
+
+    /// The head's frame at `instant` from the frames held (covering it, else the first exposed
+    /// after, saying why), recorded in its resolved settings.
+    private mutating func takeHeld(at instant: SensorTime, now: SensorTime) -> HeldChoice {
         switch ring.take(exposingAt: instant, seen: recentFrames) {
         case .covering(let c):
             captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: true)
-            takeSingle(c, now: now)
+            return .frame(c)
         case .after(let c, let reason):
             captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: reason, fromHeldFrames: true)
-            takeSingle(c, now: now)
+            return .frame(c)
         case .gone(let reason):
             fail(ShutterbugError(.late, reason), now: now)
+            return .failed
         case .wait:
-            captures[0].phase = .exposing(instant)
+            return .wait
         }
+    }
+
+    /// Whether `c`, come back while the head waits for its frame at `instant`, is that frame:
+    /// covering the instant, else the first exposed after (saying why none covered it).
+    private mutating func isFrame(_ c: CompletedRequest, at instant: SensorTime) -> Bool {
+        guard c.status == .complete else { return false }
+        switch c.metadata.exposure(against: instant) {
+        case .before:
+            return false
+        case .covering:
+            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: false)
+        case .after:
+            let why = ExposureRing.gap(before: c.metadata, instant: instant, seen: recentFrames.filter { $0.sequence < c.metadata.sequence })
+            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: why, fromHeldFrames: false)
+        }
+        return true
     }
 
     /// A burst: the held frames before the instant, the frame exposing at it (or the first
@@ -433,18 +468,7 @@ public struct CaptureMachine: Sendable {
         actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
         captures[0].phase = .burst(instant, pivot: pivot)
         for f in pre { _ = takeBurst(f, now: now) }
-        switch ring.take(exposingAt: instant, seen: recentFrames) {
-        case .covering(let c):
-            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: true)
-            _ = takeBurst(c, now: now)
-        case .after(let c, let reason):
-            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: reason, fromHeldFrames: true)
-            _ = takeBurst(c, now: now)
-        case .gone(let reason):
-            fail(ShutterbugError(.late, reason), now: now)
-        case .wait:
-            break
-        }
+        if case .frame(let c) = takeHeld(at: instant, now: now) { _ = takeBurst(c, now: now) }
     }
 
     /// The head burst takes `c` as its next step; true when the burst is complete.
@@ -555,31 +579,13 @@ public struct CaptureMachine: Sendable {
         case .burst(let instant, let pivot):
             captures[0].lastProgress = now
             guard c.status == .complete, captures[0].burstNewest.map({ c.metadata.sequence > $0 }) ?? true else { return false }
-            if captures[0].burstNext == pivot {
-                // The frame at the instant: covering it, else the first exposed after.
-                switch c.metadata.exposure(against: instant) {
-                case .before: return false
-                case .covering:
-                    captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: false)
-                case .after:
-                    let why = ExposureRing.gap(before: c.metadata, instant: instant, seen: recentFrames.filter { $0.sequence < c.metadata.sequence })
-                    captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: why, fromHeldFrames: false)
-                }
-            }
+            // Until the frame at the instant is taken, only it (the frames after follow it).
+            if captures[0].burstNext == pivot, !isFrame(c, at: instant) { return false }
             _ = takeBurst(c, now: now)
             return true
         case .exposing(let instant):
             captures[0].lastProgress = now
-            guard c.status == .complete else { return false }
-            switch c.metadata.exposure(against: instant) {
-            case .before:
-                return false
-            case .covering:
-                captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: false)
-            case .after:
-                let why = ExposureRing.gap(before: c.metadata, instant: instant, seen: recentFrames.filter { $0.sequence < c.metadata.sequence })
-                captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: why, fromHeldFrames: false)
-            }
+            guard isFrame(c, at: instant) else { return false }
             takeSingle(c, now: now)
             return true
         case .waitingForInstant(let instant):
