@@ -153,7 +153,7 @@ public actor CaptureSession {
     public func prepare(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1,
                         holding held: HeldFrames = .none) throws -> CameraConfiguration {
         guard !life.running else { throw ShutterbugError(.invalidState, "the session is running; stop it before configuring it again") }
-        var plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, ringFrames: held.count(period: .seconds(1_000_000)))
+        var plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, holding: held, period: nil)
         // A camera an earlier session used may still hold that session's cancelled requests
         // (stop returns them): they are not this session's, and their slots are about to be
         // allocated afresh.
@@ -162,12 +162,7 @@ public actor CaptureSession {
         if held.window > .zero {
             // The mode (and so its fastest frame rate) is known once configured: the buffers are
             // asked for again with the frames that hold the window.
-            let period = camera.timing(config).everyFramePeriod
-            let n = held.count(period: period)
-            guard BufferPlan.ringRange.contains(n) else {
-                throw ShutterbugError(.invalidArgument, "holding \(held.window.millisecondsDescription) of frames takes \(n) at this mode's fastest frame period, \(period.millisecondsDescription); at most \(BufferPlan.ringRange.upperBound) are held: ask for a shorter window or a count")
-            }
-            plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, ringFrames: n)
+            plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, holding: held, period: camera.timing(config).everyFramePeriod)
             config = try backend.configure(plan.requests(streams))
         }
         try plan.check(config, within: memoryBudget)

@@ -33,6 +33,19 @@ public struct BufferPlan: Sendable, Hashable {
         self.ringFrames = ringFrames
     }
 
+    /// A plan holding `held` frames for zero shutter lag, a window counted at one frame per
+    /// `period` (the mode's fastest; nil before the mode is known: one frame stands in).
+    ///
+    /// - Throws: as `init(bracketCount:sinks:framesPerSink:ringFrames:)`, and for a window that
+    ///   takes more than 32 frames, naming them.
+    public init(bracketCount: Int, sinks: Int, framesPerSink: Int, holding held: HeldFrames, period: Duration?) throws {
+        let n = held.count(period: period ?? .seconds(1_000_000))
+        if let period, !Self.ringRange.contains(n) {
+            throw ShutterbugError(.invalidArgument, "holding \(held.window.millisecondsDescription) of frames takes \(n) at this mode's fastest frame period, \(period.millisecondsDescription); at most \(Self.ringRange.upperBound) are held: ask for a shorter window or a count")
+        }
+        try self.init(bracketCount: bracketCount, sinks: sinks, framesPerSink: framesPerSink, ringFrames: n)
+    }
+
     /// The buffers each stream asks for.
     public var buffersPerStream: Int { bracketCount + RequestFeeder.pipelineDepth + sinkBuffers + ringFrames }
 
