@@ -21,7 +21,9 @@ struct TriggerCommand: AsyncParsableCommand {
         discussion: """
             The camera keeps streaming; each trigger asks for the first frame whose exposure \
             began after the trigger's instant (a GPIO edge's kernel timestamp on \
-            CLOCK_MONOTONIC, the clock of SensorTimestamp). One capture runs at a time; \
+            CLOCK_MONOTONIC, the clock of SensorTimestamp); with --zsl, the frame that was \
+            exposing at the instant, from the newest frames held (zero shutter lag), and with \
+            --pre/--post a burst of the frames around it. One capture runs at a time; \
             triggers that come meanwhile are queued, coalesced or dropped by --policy, and \
             every one is counted. Each capture prints its lags: trigger to exposure start, to \
             the frame delivered, to the files on disk. Runs until --count captures, \
