@@ -113,7 +113,7 @@ public struct ExposureRing: Sendable {
         // after) may be among those no longer held.
         if let until = pushedOutUntil, instant < until {
             let reach = frames.first?.metadata.exposureStart.map { ", and the oldest held began \(($0 - instant).millisecondsDescription) after it" } ?? ""
-            return .gone("the frame exposing at \(instant) is no longer held: \(capacity) frame\(capacity == 1 ? " is" : "s are") held\(reach); hold more (--hold) to reach further back")
+            return .gone("the frame exposing at \(instant) is no longer held: \(capacity) frame\(capacity == 1 ? " is" : "s are") held\(reach); hold more (--hold, or --pre for a burst) to reach further back")
         }
         guard let i = frames.firstIndex(where: { $0.metadata.exposure(against: instant) == .after }) else { return .wait }
         let f = frames[i].metadata
