@@ -192,19 +192,24 @@ struct GPIOTriggerBoardTests {
                 try await Task.sleep(for: .milliseconds(130))
             }
         }
-        var photos: [(Trigger, FrameMetadata, ZeroShutterLag?)] = []
-        for await t in source.triggers() {
-            var zsl: ZeroShutterLag?
-            var frame: FrameMetadata?
-            for try await e in await session.capture(PhotoSettings(trigger: t, zeroShutterLag: true)) {
-                switch e {
-                case .photo(let p): frame = p.metadata; p.release()
-                case .captureFinished(let r): zsl = r.zeroShutterLag
-                default: break
+        // The presses are paced by the toggler (edges 300 ms apart, as a button is pressed);
+        // the captures they fire are waited for with a deadline.
+        let photos = try await withDeadline(.seconds(60), "\(presses) zero-shutter-lag captures from gpio-sim edges") { () async throws -> [(Trigger, FrameMetadata, ZeroShutterLag?)] in
+            var photos: [(Trigger, FrameMetadata, ZeroShutterLag?)] = []
+            for await t in source.triggers() {
+                var zsl: ZeroShutterLag?
+                var frame: FrameMetadata?
+                for try await e in await session.capture(PhotoSettings(trigger: t, zeroShutterLag: true)) {
+                    switch e {
+                    case .photo(let p): frame = p.metadata; p.release()
+                    case .captureFinished(let r): zsl = r.zeroShutterLag
+                    default: break
+                    }
                 }
+                photos.append((t, try #require(frame, "trigger \(t.sequence): no photo"), zsl))
+                if photos.count == presses { break }
             }
-            photos.append((t, try #require(frame, "trigger \(t.sequence): no photo"), zsl))
-            if photos.count == presses { break }
+            return photos
         }
         try await toggler.value
         source.stopAndWait()
