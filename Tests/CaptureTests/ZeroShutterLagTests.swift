@@ -277,13 +277,48 @@ struct ZeroShutterLagTests {
         }
     }
 
-    @Test("property: bursts around random instants, with drops and start-up frames: every burst has all its frames, in frame order, the ones before ended by the instant and the ones after the frame at it; no frame in two bursts; every hold given back once",
+    @Test("pre-capture windows: counted at the frame rate the camera runs at (fewer frames when auto exposure slows it), never more than the buffers hold at the mode's fastest; held frames are the window and two more; a window too long for 32 frames is refused, naming them")
+    func burstWindows() throws {
+        let r = BurstRequest(before: .window(.milliseconds(500)), after: .window(.milliseconds(250)))
+        let fastest = Duration.milliseconds(33)
+        #expect(r.largest(fastest: fastest).before == 16 && r.largest(fastest: fastest).after == 8)
+        let slow = r.burst(period: .milliseconds(100), fastest: fastest)
+        #expect(slow.before == 5 && slow.after == 3 && slow.count == 9)
+        // A period below the mode's fastest (a rounding of the metadata) never makes more than the buffers hold.
+        #expect(r.burst(period: .milliseconds(10), fastest: fastest) == r.largest(fastest: fastest))
+        // A window shorter than a frame still takes one.
+        #expect(BurstRequest(before: .window(.milliseconds(1)), after: .frames(0)).burst(period: .milliseconds(250), fastest: fastest).before == 1)
+        #expect(r.held.count(period: fastest) == 16 + BurstRequest.heldMargin)
+        #expect(BurstRequest(before: .frames(3), after: .frames(2)).held == .frames(5))
+        let plan = try BufferPlan(bracketCount: 1, sinks: 0, framesPerSink: 1, holding: .none, bursts: [BurstRequest(before: .window(.milliseconds(100)), after: .frames(2))], period: fastest)
+        #expect(plan.bracketCount == 4 + 1 + 2 && plan.ringFrames == 4 + 2)
+        try r.check(fastest: fastest)
+        #expect(try BufferPlan(bracketCount: 1, sinks: 0, framesPerSink: 1, holding: .none, bursts: [r], period: fastest).bracketCount == 25)
+        do {
+            _ = try BufferPlan(bracketCount: 1, sinks: 0, framesPerSink: 1, holding: .none, bursts: [BurstRequest(before: .window(.seconds(1)), after: .window(.milliseconds(250)))], period: fastest)
+            Issue.record("a burst of 40 frames at 33 ms was accepted")
+        } catch let e as ShutterbugError {
+            #expect(e.message.contains("takes 40 frames (31 before, the trigger's, 8 after)") && e.message.contains("at most 32"), "\(e)")
+        }
+        do {
+            try BurstRequest(before: .window(.seconds(2)), after: .frames(0)).check(fastest: fastest)
+            Issue.record("a 2 s window at 33 ms was accepted")
+        } catch let e as ShutterbugError {
+            #expect(e.message.contains("62 frames (61 before") && e.message.contains("at most 32"), "\(e)")
+        }
+    }
+
+    @Test("property: bursts around random instants, with drops and start-up frames: every burst has all its frames, in frame order, the ones before ended by the instant and the ones after the frame at it; no frame in two bursts; every hold given back once; a burst of windows spans them (its frames reach back at least the window before the instant and forward at least the window after)",
           arguments: 0..<150)
     func bursts(seed: Int) {
         var rng = SplitMix64(seed: UInt64(seed) &* 0x2545_F491 &+ 3)
-        let b = PhotoSettings.Burst(before: 1 + Int(rng.next() % 4), after: Int(rng.next() % 4))
-        var machine = CaptureMachine(timing: Self.timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), ringFrames: b.before + 2)
         let period = Duration.milliseconds(Int64(16 + rng.next() % 85))
+        // Odd seeds: windows of up to three periods, counted at this period as the session would.
+        let request: BurstRequest? = seed % 2 == 1
+            ? BurstRequest(before: .window(period * (Double(1 + rng.next() % 300) / 100)), after: .window(period * (Double(rng.next() % 300) / 100)))
+            : nil
+        let b = request?.burst(period: period, fastest: Self.timing.everyFramePeriod) ?? PhotoSettings.Burst(before: 1 + Int(rng.next() % 4), after: Int(rng.next() % 4))
+        var machine = CaptureMachine(timing: Self.timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), ringFrames: b.before + 2)
         let t0 = SensorTime(nanoseconds: 1_000_000_000)
         var asks: [(at: SensorTime, settings: PhotoSettings)] = (0..<15).map { _ in
             let instant = t0 + period * (Double(rng.next() % 1_000_000) / 1_000_000 * 180)
@@ -343,6 +378,14 @@ struct ZeroShutterLagTests {
             let z = try! #require(r.zeroShutterLag)
             #expect(z.covered ? got[pivot].exposure(against: instant) == .covering : got[pivot].exposed(after: instant), "seed \(seed): pivot \(got[pivot].sequence) \(z)")
             if pivot < b.before { #expect(r.adjustments.contains { $0.contains("frames before the trigger were held") }, "seed \(seed)") }
+            if let request, case .window(let w) = request.before, pivot == b.before, let first = got.first?.sensorTimestamp {
+                // Each frame stands for the period up to its readout: the first one's began at or
+                // before the start of the window.
+                #expect(first - period <= instant - w, "seed \(seed): frames before \(instant) reach back only to \(first - period), window \(w)")
+            }
+            if let request, case .window(let w) = request.after, let last = got.last?.sensorTimestamp {
+                #expect(last >= instant + w, "seed \(seed): frames after \(instant) reach only \(last), window \(w)")
+            }
         }
         #expect(holdsTaken == holdsEnded, "seed \(seed): \(holdsTaken) holds taken, \(holdsEnded) given back or handed out")
     }

@@ -178,6 +178,48 @@ struct TriggerCLITests {
         }
     }
 
+    @Test("--pre 80ms --post 50ms: each burst counted at the rate the camera runs at (fewer frames in a dim scene, where auto exposure slows it), and its frames span the windows: the first began its frame period at least 80 ms before the instant, the last was read out at least 50 ms after it")
+    func preCaptureWindows() async throws {
+        var counts: [Int: Set<Int>] = [:]
+        for lux in [400, 5] {
+            let dir = NSTemporaryDirectory() + "sb-trigger-\(UUID().uuidString)"
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx219", "--virtual-time", "--role", "video", "--scene-lux", "\(lux)",
+                                                  "--simulated", "regular:1s", "--pre", "80ms", "--post", "50ms", "--count", "4", "--output", dir, "--json"])
+            #expect(r.status == 0, "\(r.err)")
+            let captures = r.out.split(separator: "\n").filter { $0.contains("\"trigger\"") && !$0.contains("\"summary\"") }
+            #expect(captures.count == 4)
+            for line in captures {
+                let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                let files = try #require(o["files"] as? [String])
+                let sidecar = try #require(files.first { $0.hasSuffix(".json") })
+                let side = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: sidecar))) as? [String: Any])
+                let t = try #require(side["trigger"] as? [String: Any])
+                let offsets = try #require(t["frameOffsetsUs"] as? [Double], "\(t)")
+                let frames = try #require(side["steps"] as? [[String: Any]]).compactMap { $0["frame"] as? [String: Any] }
+                #expect(frames.count == offsets.count && files.filter { $0.hasSuffix(".jpg") }.count == offsets.count)
+                let period = try #require(frames.first?["frameDurationUs"] as? Double)
+                let exposures = frames.compactMap { $0["exposureTimeUs"] as? Double }
+                // The burst's size at this rate: the windows in frames, rounded up.
+                #expect(offsets.count == Int((80_000 / period).rounded(.up)) + 1 + Int((50_000 / period).rounded(.up)), "lux \(lux): \(offsets.count) frames at \(period) µs")
+                counts[lux, default: []].insert(offsets.count)
+                let short = ((side["resolved"] as? [String: Any])?["adjustments"] as? [String])?.contains { $0.hasPrefix("burst:") } ?? false
+                // Each frame stands for the period up to its readout (its exposure's end).
+                if !short { #expect(offsets[0] + exposures[0] - period <= -80_000, "lux \(lux): frames reach back to \(offsets[0] + exposures[0] - period) µs") }
+                #expect(offsets.last! + exposures.last! >= 50_000, "lux \(lux): frames reach forward to \(offsets.last! + exposures.last!) µs")
+            }
+        }
+        let bright = try #require(counts[400]?.max()), dim = try #require(counts[5]?.max())
+        #expect(dim < bright, "a dim scene's slower frames make fewer per window: \(counts)")
+        // A window the buffers cannot hold is refused before any trigger, naming the frames.
+        let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx219", "--virtual-time", "--role", "video", "--simulated", "regular:1s", "--pre", "2s", "--count", "1"])
+        #expect(r.status == 64 && r.err.contains("takes 62 frames") && r.err.contains("at most 32"), "\(r.status) \(r.err)")
+        for (words, needle) in [(["--pre", "0ms"], "--pre"), (["--pre", "soon"], "--pre"), (["--pre", "3", "--post", "11s"], "--post"), (["--pre", "31"], "1...30")] {
+            let bad = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx219", "--simulated", "regular:1s", "--count", "1"] + words)
+            #expect(bad.status == 64 && bad.err.contains(needle), "\(words): \(bad.status) \(bad.err)")
+        }
+    }
+
     @Test("a GPIO line that does not exist is named in the error, with what was searched")
     func noSuchLine() async throws {
         let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx477", "--role", "video", "--gpio", "NO_SUCH_LINE", "--count", "1"])

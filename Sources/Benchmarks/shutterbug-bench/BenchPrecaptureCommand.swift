@@ -77,7 +77,7 @@ struct BenchPrecapture: AsyncParsableCommand {
                 side -= 1
                 config = try await session2.prepare(streams: [StreamRequest(role: .video)], preparedBracketCount: 2 * side + 1, holding: .frames(side + 2))
             }
-            let burst = PhotoSettings.Burst(before: side, after: side)
+            let burst = BurstRequest(before: .frames(side), after: .frames(side))
             try await session2.start()
             let directory = try OutputDirectory(path: work, reserve: 0)
             let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: profile))
@@ -115,7 +115,7 @@ struct BenchPrecapture: AsyncParsableCommand {
             let bytes = config.bufferBytes
             func pad(_ s: String, _ n: Int) -> String { s + String(repeating: " ", count: max(0, n - s.count)) }
             let asked = side < wanted ? " of \(2 * wanted + 1)" : ""
-            print("\(pad(profile.model, 8)) \(pad(fastest.millisecondsDescription, 8)) \(pad("\(burst.count)\(asked) (\(side)+1+\(side))", 22)) | \(pad(String(format2: Double(c) / elapsed), 9)) \(pad(String(format2: Double(f) / elapsed), 16)) | \(pad("\(c + d + failed)", 14)) \(pad("\(d)", 8)) \(pad("\(failed)", 10)) | \(pad("\(s) of \(c)", 22)) | \(MemoryBudget.megabytes(bytes)) (\(Int((Double(bytes) / Double(512 << 20) * 100).rounded()))% of a Pi 4's 512 MB CMA)")
+            print("\(pad(profile.model, 8)) \(pad(fastest.millisecondsDescription, 8)) \(pad("\(2 * side + 1)\(asked) (\(side)+1+\(side))", 22)) | \(pad(String(format2: Double(c) / elapsed), 9)) \(pad(String(format2: Double(f) / elapsed), 16)) | \(pad("\(c + d + failed)", 14)) \(pad("\(d)", 8)) \(pad("\(failed)", 10)) | \(pad("\(s) of \(c)", 22)) | \(MemoryBudget.megabytes(bytes)) (\(Int((Double(bytes) / Double(512 << 20) * 100).rounded()))% of a Pi 4's 512 MB CMA)")
         }
     }
 }

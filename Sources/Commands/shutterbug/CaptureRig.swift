@@ -32,7 +32,7 @@ struct CaptureRig {
     ///   - controls: the controls to start with, given the opened camera (an external-trigger
     ///     sensor's fixed exposure), or nil.
     static func open(_ open: () throws -> any CameraBackend, processed: StreamRequest, raw: Raw, preview previewOptions: PreviewOptions? = nil,
-                     bracketCount: Int, holding held: HeldFrames = .none, controls: (any CameraBackend) throws -> CameraControls? = { _ in nil }, usageErrors: Bool = true,
+                     bracketCount: Int, holding held: HeldFrames = .none, bursts: [BurstRequest] = [], controls: (any CameraBackend) throws -> CameraControls? = { _ in nil }, usageErrors: Bool = true,
                      notice: (String) -> Void) async throws -> CaptureRig {
         let cam = try open()
         let preview = previewOptions?.open()
@@ -51,7 +51,7 @@ struct CaptureRig {
             let config: CameraConfiguration
             do {
                 config = try await session.start(streams: streams, preparedBracketCount: max(bracketCount, 1), controls: try controls(cam),
-                                                 sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink, holding: held)
+                                                 sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink, holding: held, bursts: bursts)
             } catch let e as ShutterbugError where e.code == .invalidArgument && usageErrors {
                 // Over the memory budget, or a configuration the camera refuses: said before
                 // anything is captured (exit 64).

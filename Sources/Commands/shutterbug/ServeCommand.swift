@@ -188,7 +188,7 @@ struct ServeCommand: AsyncParsableCommand {
         // is refused with the range, 409); 9 would not fit a Pi 4's CMA at full resolution with
         // the raw stream beside.
         let rig = try await CaptureRig.open({ try camera.open() }, processed: stream, raw: .forDNG(rawSize: rawSize), preview: previewOptions,
-                                            bracketCount: max(5, declared.triggers.compactMap { $0.burst?.count }.max() ?? 0), holding: declared.triggers.reduce(HeldFrames.none) { $0.union($1.held) }, notice: { logger.notice("\($0)") })
+                                            bracketCount: 5, holding: declared.triggers.reduce(HeldFrames.none) { $0.union($1.held) }, bursts: declared.triggers.compactMap(\.burst), notice: { logger.notice("\($0)") })
         defer { rig.close() }
         let (cam, session) = (rig.camera, rig.session)
         let writer = try PhotoFileWriter(directory: directory, streams: rig.configuration.streams, camera: rig.description)

@@ -74,7 +74,7 @@ struct TriggerCommand: AsyncParsableCommand {
             throw ValidationError("--virtual-time runs the camera on its own clock; a GPIO edge, a signal or Enter happens on CLOCK_MONOTONIC: drop --virtual-time")
         }
         _ = try pulse()
-        if camera.externalTrigger && (options.zsl || options.burst() != nil) {
+        if camera.externalTrigger && (options.zsl || options.pre != nil || options.post != nil) {
             throw ValidationError("--zsl holds the frames of a free-running sensor; with --external-trigger each pulse starts its own frame's exposure, so the lag is already the sensor's: drop one of them")
         }
         if camera.externalTrigger && options.ev != nil {
@@ -97,7 +97,7 @@ struct TriggerCommand: AsyncParsableCommand {
         let pulseWidth = self.pulseWidth
         let rig = try await CaptureRig.open({ try camera.open() }, processed: StreamRequest(role: StreamRole(rawValue: role)!),
                                             raw: output != nil && formats.contains(.dng) ? .forDNG(rawSize: rawSize) : .none,
-                                            preview: previewOptions, bracketCount: bracket?.count ?? options.burst()?.count ?? 1, holding: try options.heldFrames(), controls: { cam in
+                                            preview: previewOptions, bracketCount: bracket?.count ?? 1, holding: try options.heldFrames(), bursts: try options.burst().map { [$0] } ?? [], controls: { cam in
             guard let input = cam.capabilities.externalTrigger, let t = input.triggeredSensor.externalTrigger else { return nil }
             let sensor = input.triggeredSensor
             let range = sensor.exposureRange(in: sensor.fullResolution)
@@ -109,11 +109,12 @@ struct TriggerCommand: AsyncParsableCommand {
         }, notice: { notice($0) })
         defer { rig.close() }
         let (cam, session, config) = (rig.camera, rig.session, rig.configuration)
-        if let burst = options.burst() {
+        if let burst = try options.burst() {
             // The camera may allocate fewer buffers than asked: a burst that cannot be held is
-            // refused before any trigger, not at each one.
+            // refused before any trigger, not at each one (windows at the mode's fastest rate,
+            // the most frames they take).
             do {
-                try await session.validate(PhotoSettings(exposedAfter: cam.now, burst: burst))
+                try await session.validate(PhotoSettings(exposedAfter: cam.now, burst: burst.largest(fastest: session.timing.everyFramePeriod)))
             } catch let e as ShutterbugError {
                 throw ValidationError(e.message)
             }

@@ -108,6 +108,10 @@ public actor CaptureSession {
     public var heldFramesCapacity: Int { machine.heldFramesCapacity }
     public var heldFrames: [FrameMetadata] { machine.heldFrames }
 
+    /// The camera's frame period now: the newest frame's, else the mode's fastest (a
+    /// pre-capture window is counted in frames at it).
+    public var framePeriod: Duration { machine.newest.flatMap { $0.frameDuration ?? $0.measuredFrameInterval } ?? machine.timing.everyFramePeriod }
+
     /// What each sink was offered, kept, and missed while it held all it may.
     public var sinkStatistics: [SinkStatistics] { fanOut.sinkStatistics }
 
@@ -120,8 +124,8 @@ public actor CaptureSession {
     /// - Throws: `.invalidArgument` for a bracket size outside 1...32.
     @discardableResult
     public func start(stream: StreamRequest, preparedBracketCount: Int = 9, controls: CameraControls? = nil, sinks: [any FrameSink] = [], framesPerSink: Int = 1,
-                      holding held: HeldFrames = .none) async throws -> CameraConfiguration {
-        try await start(streams: [stream], preparedBracketCount: preparedBracketCount, controls: controls, sinks: sinks, framesPerSink: framesPerSink, holding: held)
+                      holding held: HeldFrames = .none, bursts: [BurstRequest] = []) async throws -> CameraConfiguration {
+        try await start(streams: [stream], preparedBracketCount: preparedBracketCount, controls: controls, sinks: sinks, framesPerSink: framesPerSink, holding: held, bursts: bursts)
     }
 
     /// Configures several streams (a raw stream for DNG beside the processed one for JPEG),
@@ -130,8 +134,8 @@ public actor CaptureSession {
     /// `prepare` then `start(controls:)` in one call.
     @discardableResult
     public func start(streams: [StreamRequest], preparedBracketCount: Int = 9, controls: CameraControls? = nil, sinks: [any FrameSink] = [], framesPerSink: Int = 1,
-                      holding held: HeldFrames = .none) async throws -> CameraConfiguration {
-        let config = try prepare(streams: streams, preparedBracketCount: preparedBracketCount, sinks: sinks, framesPerSink: framesPerSink, holding: held)
+                      holding held: HeldFrames = .none, bursts: [BurstRequest] = []) async throws -> CameraConfiguration {
+        let config = try prepare(streams: streams, preparedBracketCount: preparedBracketCount, sinks: sinks, framesPerSink: framesPerSink, holding: held, bursts: bursts)
         try await start(controls: controls)
         return config
     }
@@ -146,23 +150,25 @@ public actor CaptureSession {
     ///   - held: the newest frames held in place for zero-shutter-lag captures
     ///     (`PhotoSettings.zeroShutterLag`), in buffers of their own: a count, or a window at
     ///     the mode's fastest frame rate (0...32 frames either way).
+    ///   - bursts: pre-capture's bursts: the frames before each are held, and photos for the
+    ///     largest (windows at the mode's fastest frame rate) besides the bracket's.
     /// - Throws: `.invalidArgument` for a bracket size outside 1...32, frames per sink
     ///   outside 1...8, ring frames outside 0...32, or buffers over the memory budget (naming
     ///   the bytes); `.invalidState` while running.
     @discardableResult
     public func prepare(streams: [StreamRequest], preparedBracketCount: Int = 9, sinks: [any FrameSink] = [], framesPerSink: Int = 1,
-                        holding held: HeldFrames = .none) throws -> CameraConfiguration {
+                        holding held: HeldFrames = .none, bursts: [BurstRequest] = []) throws -> CameraConfiguration {
         guard !life.running else { throw ShutterbugError(.invalidState, "the session is running; stop it before configuring it again") }
-        var plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, holding: held, period: nil)
+        var plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, holding: held, bursts: bursts, period: nil)
         // A camera an earlier session used may still hold that session's cancelled requests
         // (stop returns them): they are not this session's, and their slots are about to be
         // allocated afresh.
         while backend.completions.tryNext() != nil {}
         var config = try backend.configure(plan.requests(streams))
-        if held.window > .zero {
+        if held.window > .zero || bursts.contains(where: \.hasWindow) {
             // The mode (and so its fastest frame rate) is known once configured: the buffers are
-            // asked for again with the frames that hold the window.
-            plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, holding: held, period: camera.timing(config).everyFramePeriod)
+            // asked for again with the frames that hold the windows.
+            plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, holding: held, bursts: bursts, period: camera.timing(config).everyFramePeriod)
             config = try backend.configure(plan.requests(streams))
         }
         try plan.check(config, within: memoryBudget)

@@ -33,17 +33,22 @@ public struct BufferPlan: Sendable, Hashable {
         self.ringFrames = ringFrames
     }
 
-    /// A plan holding `held` frames for zero shutter lag, a window counted at one frame per
-    /// `period` (the mode's fastest; nil before the mode is known: one frame stands in).
+    /// A plan holding `held` frames for zero shutter lag, and the frames and photos for the
+    /// largest of `bursts` besides the bracket, windows counted at one frame per `period` (the mode's fastest; nil before the
+    /// mode is known: one frame stands in for a window).
     ///
     /// - Throws: as `init(bracketCount:sinks:framesPerSink:ringFrames:)`, and for a window that
     ///   takes more than 32 frames, naming them.
-    public init(bracketCount: Int, sinks: Int, framesPerSink: Int, holding held: HeldFrames, period: Duration?) throws {
-        let n = held.count(period: period ?? .seconds(1_000_000))
+    public init(bracketCount: Int, sinks: Int, framesPerSink: Int, holding held: HeldFrames, bursts: [BurstRequest] = [], period: Duration?) throws {
+        let fastest = period ?? .seconds(1_000_000)
+        if let period { for b in bursts { try b.check(fastest: period) } }
+        let held = bursts.reduce(held) { $0.union($1.held) }
+        let n = held.count(period: fastest)
         if let period, !Self.ringRange.contains(n) {
-            throw ShutterbugError(.invalidArgument, "holding \(held.window.millisecondsDescription) of frames takes \(n) at this mode's fastest frame period, \(period.millisecondsDescription); at most \(Self.ringRange.upperBound) are held: ask for a shorter window or a count")
+            throw ShutterbugError(.invalidArgument, "holding \(held) of frames takes \(n) at this mode's fastest frame period, \(period.millisecondsDescription); at most \(Self.ringRange.upperBound) are held: ask for a shorter window or a count")
         }
-        try self.init(bracketCount: bracketCount, sinks: sinks, framesPerSink: framesPerSink, ringFrames: n)
+        let photos = bursts.reduce(bracketCount) { max($0, $1.largest(fastest: fastest).count) }
+        try self.init(bracketCount: photos, sinks: sinks, framesPerSink: framesPerSink, ringFrames: n)
     }
 
     /// The buffers each stream asks for.
@@ -109,10 +114,14 @@ extension CaptureMachine {
 public struct HeldFrames: Sendable, Hashable, CustomStringConvertible {
     public var frames: Int
     public var window: Duration
+    /// Frames held beyond the window (a burst's frames before its trigger, and two more so that
+    /// a trigger heard late still finds its own frame).
+    public var margin: Int
 
-    public init(frames: Int = 0, window: Duration = .zero) {
+    public init(frames: Int = 0, window: Duration = .zero, margin: Int = 0) {
         self.frames = frames
         self.window = window
+        self.margin = window > .zero ? max(0, margin) : 0
     }
 
     public static let none = HeldFrames()
@@ -121,18 +130,18 @@ public struct HeldFrames: Sendable, Hashable, CustomStringConvertible {
 
     /// Holds what either holds.
     public func union(_ other: HeldFrames) -> HeldFrames {
-        HeldFrames(frames: max(frames, other.frames), window: max(window, other.window))
+        HeldFrames(frames: max(frames, other.frames), window: max(window, other.window), margin: max(margin, other.margin))
     }
 
-    /// The frames that hold the count and the window at one frame per `period`.
+    /// The frames that hold the count and the window (and its margin) at one frame per `period`.
     public func count(period: Duration) -> Int {
         guard window > .zero, period > .zero else { return frames }
-        return max(frames, Int((window / period).rounded(.up)))
+        return max(frames, Int((window / period).rounded(.up)) + margin)
     }
 
     public var description: String {
         let n = frames > 0 ? "\(frames) frame\(frames == 1 ? "" : "s")" : nil
-        let w = window > .zero ? window.millisecondsDescription : nil
+        let w = window > .zero ? window.millisecondsDescription + (margin > 0 ? " and \(margin) frames more" : "") : nil
         return [n, w].compactMap { $0 }.joined(separator: " or ") + (n == nil && w == nil ? "none" : "")
     }
 }

@@ -26,6 +26,8 @@ public enum NumericInput {
         do {
             seconds = try ExposureParser.seconds(String(text))
         } catch let e as ShutterbugError {
+            // A time that is not an exposure (a window, a debounce) is not explained as one.
+            guard kind == "an exposure" else { throw ValidationError("\(name) must be \(kind) from \(show(range.lowerBound * 1e6)) µs to \(show(range.upperBound)) s, written with a unit (250ms, 500us, 0.5s), not '\(text)'") }
             throw ValidationError("\(name): \(e.message)")
         }
         guard seconds.isFinite, range.contains(seconds) else {

@@ -61,11 +61,11 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     @Option(name: .long, help: ArgumentHelp("With --zsl: the newest frames held, a count (1...32) or a time window (250ms) at the mode's fastest frame rate. Each takes a buffer per stream; default 3 frames.", valueName: "n|time"))
     public var hold: String?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pre-capture: each trigger's capture is a burst of this many frames from before the trigger (held, as for --zsl), the frame exposing at it, and --post frames after, written as one numbered sequence (1...30).", valueName: "n"))
-    public var pre: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pre-capture: each trigger's capture is a burst of the frames from before the trigger (held, as for --zsl), the frame exposing at it, and --post frames after, written as one numbered sequence: a count (1...30) or a time window (500ms, 1ms...10s) counted at the frame rate the camera runs at when the trigger comes.", valueName: "n|time"))
+    public var pre: String?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pre-capture: frames after the trigger's frame in each burst (0...32; default 0 with --pre).", valueName: "n"))
-    public var post: Int?
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Pre-capture: frames after the trigger's frame in each burst, a count (0...32; default 0 with --pre) or a time window (500ms).", valueName: "n|time"))
+    public var post: String?
 
     public func validate() throws {
         let sources = [gpio != nil, signal, keypress, simulated != nil].filter { $0 }.count
@@ -78,9 +78,9 @@ public struct TriggerOptions: ParsableArguments, Sendable {
         guard TriggerPolicy(rawValue: policy) != nil else { throw ValidationError("--policy must be queue, coalesce or drop, not '\(policy)'") }
         guard TriggerQueue.limitRange.contains(queue) else { throw ValidationError("--queue must be in 1...64, not \(queue)") }
         _ = try formats()
-        if let pre, !(1...30).contains(pre) { throw ValidationError("--pre must be 1...30 frames, not \(pre)") }
-        if let post, !(0...32).contains(post) { throw ValidationError("--post must be 0...32 frames, not \(post)") }
-        if let b = burst(), b.count > 32 { throw ValidationError("--pre \(b.before) --post \(b.after) make bursts of \(b.count) frames; at most 32 (a session holds at most 32 photos at once)") }
+        if let b = try burst(), !b.hasWindow, case .frames(let n) = b.before, case .frames(let m) = b.after, n + 1 + m > 32 {
+            throw ValidationError("--pre \(n) --post \(m) make bursts of \(n + 1 + m) frames; at most 32 (a session holds at most 32 photos at once)")
+        }
         if (pre != nil || post != nil) && ev != nil { throw ValidationError("--pre and --post take a burst of frames around each trigger; a bracket (--ev) is another capture: drop one of them") }
         if (pre != nil || post != nil) && hold != nil { throw ValidationError("--pre sizes the frames held (its count and two more): drop --hold") }
         if hold != nil && !zsl { throw ValidationError("--hold sizes the frames held for --zsl: give --zsl too") }
@@ -93,7 +93,7 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     public func heldFrames() throws -> HeldFrames {
         // A burst's frames before, and two more so the frame at the trigger is still held when
         // a late-heard edge asks for it.
-        if let b = burst() { return .frames(b.before + 2) }
+        if let b = try burst() { return b.held }
         guard zsl else { return .none }
         guard let hold else { return .frames(3) }
         if let n = Int(hold) {
@@ -135,13 +135,23 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     /// The job's options (the count, and an external trigger's pulse, are the caller's).
     public func jobOptions(count: Int? = nil, pulseWidth: Duration = .milliseconds(10)) throws -> TriggerJob.Options {
         TriggerJob.Options(bracket: try bracket(), formats: try formats(), policy: TriggerPolicy(rawValue: policy) ?? .queue, queue: queue, count: count, pulseWidth: pulseWidth,
-                           zeroShutterLag: zsl || burst() != nil, burst: burst())
+                           zeroShutterLag: try zsl || burst() != nil, burst: try burst())
     }
 
-    /// Pre-capture's burst (`--pre`, `--post`), if asked for.
-    public func burst() -> PhotoSettings.Burst? {
+    /// Pre-capture's burst (`--pre`, `--post`), if asked for: each side a count or a window.
+    ///
+    /// - Throws: `ValidationError` naming the option and its accepted ranges.
+    public func burst() throws -> BurstRequest? {
         guard pre != nil || post != nil else { return nil }
-        return PhotoSettings.Burst(before: pre ?? 0, after: post ?? 0)
+        func span(_ text: String?, _ name: String, frames range: ClosedRange<Int>) throws -> BurstRequest.Span {
+            guard let text else { return .frames(0) }
+            if let n = Int(text) {
+                guard range.contains(n) else { throw ValidationError("\(name) must be \(range) frames or a time window (500ms, 1ms...10s), not \(n)") }
+                return .frames(n)
+            }
+            return .window(try NumericInput.exposure(Substring(text), name, in: 0.001...10, kind: "a count of frames (\(range)) or a time window"))
+        }
+        return BurstRequest(before: try span(pre, "--pre", frames: 1...30), after: try span(post, "--post", frames: 0...32))
     }
 
     /// Opens the source on the camera's clock: `start` is the camera's time when the job is

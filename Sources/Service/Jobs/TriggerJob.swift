@@ -59,11 +59,12 @@ public final class TriggerJob: Service, Sendable {
         /// the session holds (`PhotoSettings.zeroShutterLag`), not the first exposed after.
         public var zeroShutterLag: Bool
         /// Pre-capture: each trigger's capture is a burst of frames around it (`PhotoSettings
-        /// .burst`), from the frames the session holds and those that follow.
-        public var burst: PhotoSettings.Burst?
+        /// .burst`), from the frames the session holds and those that follow; a window is
+        /// counted at the camera's frame rate when the trigger comes.
+        public var burst: BurstRequest?
 
         public init(bracket: BracketSettings? = nil, formats: Set<PhotoFormat> = [.jpeg], policy: TriggerPolicy = .queue, queue: Int = 8, count: Int? = nil,
-                    pulseWidth: Duration = .milliseconds(10), zeroShutterLag: Bool = false, burst: PhotoSettings.Burst? = nil) {
+                    pulseWidth: Duration = .milliseconds(10), zeroShutterLag: Bool = false, burst: BurstRequest? = nil) {
             self.bracket = bracket
             self.formats = formats
             self.policy = policy
@@ -383,8 +384,10 @@ public final class TriggerJob: Service, Sendable {
         // replaced this one's (a machine too loaded to ask in time) fails as late instead of
         // taking the later pulse's frame as this trigger's.
         let latest = camera.capabilities.externalTrigger == nil ? nil : t.instant + options.pulseWidth + (await session.timing.readoutTime) / 2
+        var burst: PhotoSettings.Burst?
+        if let b = options.burst { burst = b.burst(period: await session.framePeriod, fastest: await session.timing.everyFramePeriod) }
         let settings = PhotoSettings(bracket: options.bracket, formats: options.formats, trigger: t, exposedBefore: latest, zeroShutterLag: options.zeroShutterLag,
-                                     burst: options.burst)
+                                     burst: burst)
         let frames = settings.stepCount
         let realTime = !camera.pacesByDemand
         var c = Captured(lag: TriggerLag(trigger: t.instant, exposureStart: t.instant), sequences: [], files: [], failures: [], adjustments: [],

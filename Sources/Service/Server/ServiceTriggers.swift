@@ -23,7 +23,7 @@ public struct TriggerDefinition: Sendable {
     public var zeroShutterLag = false
     public var held = HeldFrames.none
     /// Pre-capture (`pre`, `post`): a burst around each trigger.
-    public var burst: PhotoSettings.Burst?
+    public var burst: BurstRequest?
     /// Opens the source, on the camera's clock (`now` is the camera's time).
     public var open: @Sendable (_ now: SensorTime) throws -> TriggerHandle
 
@@ -137,7 +137,9 @@ public final class ServiceTrigger: Sendable {
             service.logger.error("trigger '\(d.name)' failed: \(message)")
         }
         do {
-            try await CameraService.checkSteps(d.burst?.count ?? d.bracket?.count ?? 1, session: service.session, what: d.burst != nil ? "the trigger's burst" : "the trigger's bracket")
+            let fastest = await service.session.timing.everyFramePeriod
+            try d.burst?.check(fastest: fastest)
+            try await CameraService.checkSteps(d.burst?.largest(fastest: fastest).count ?? d.bracket?.count ?? 1, session: service.session, what: d.burst != nil ? "the trigger's burst" : "the trigger's bracket")
         } catch {
             failed((error as? ShutterbugError)?.message ?? "\(error)")
             return
