@@ -165,8 +165,8 @@ struct ServeJobsCLITests {
                 hold: 4
               - name: burst
                 simulated: regular:1700ms
-                pre: 150ms
-                post: 100ms
+                pre: 60ms
+                post: 30ms
             """
         try yaml.write(toFile: conf + "/serve.yaml", atomically: true, encoding: .utf8)
         let s = try await ServeCLITests.Server.start(["--config", conf + "/serve.yaml"])
@@ -183,8 +183,8 @@ struct ServeJobsCLITests {
         for c in list where c["trigger"] as? String == "pir" {
             #expect(c["zeroShutterLag"] is Bool && (c["kind"] as? String)?.hasPrefix("photo for trigger 'pir'") == true, "\(c)")
         }
-        // Windows: counted in frames at the rate the camera runs at (the full-resolution mode's
-        // 100 ms at most, slower in this dim scene), at least one each side.
+        // Windows: counted in frames at the rate the camera runs at (this 640x480 mode's fastest
+        // period is 33 ms: 2 before and 1 after at most, fewer in a dim scene), at least one a side.
         for c in list where c["trigger"] as? String == "burst" {
             let steps = try #require(c["steps"] as? Int, "\(c)")
             #expect((3...4).contains(steps) && (c["files"] as? [String])?.filter { $0.hasSuffix(".jpg") }.count == steps && c["zeroShutterLag"] is Bool
@@ -197,6 +197,31 @@ struct ServeJobsCLITests {
         #expect(at.status == 201 && at.json?["zeroShutterLag"] is Bool, "\(at.status) \(at.text)")
         let old = try await api.call(s.base + "api/capture", method: "POST", body: #"{"at": "\#(f.string(from: Date(timeIntervalSinceNow: -30)))"}"#)
         #expect(old.status == 410, "\(old.status) \(old.text)")
+        #expect(try await s.stop() == 0)
+    }
+
+    @Test("a trigger whose pre-capture windows take more frames at the mode's fastest rate than the camera's buffers hold fails at start, naming the windows, the period and the range; the service runs on")
+    func burstWindowTooLong() async throws {
+        let conf = NSTemporaryDirectory() + "sb-serve-window-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: conf, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: conf) }
+        try """
+            triggers:
+              - name: long
+                simulated: regular:5s
+                pre: 150ms
+                post: 100ms
+            """.write(toFile: conf + "/serve.yaml", atomically: true, encoding: .utf8)
+        let s = try await ServeCLITests.Server.start(["--config", conf + "/serve.yaml"])
+        defer { s.discard() }
+        let failed = try await eventually(20) {
+            let t = try JSONSerialization.jsonObject(with: try await api.call(s.base + "api/triggers").body) as? [[String: Any]]
+            return t?.first?["state"] as? String == "failed"
+        }
+        let t = try #require(try JSONSerialization.jsonObject(with: try await api.call(s.base + "api/triggers").body) as? [[String: Any]])
+        let message = t.first?["message"] as? String ?? ""
+        #expect(failed && message.contains("150.00 ms before, 100.00 ms after, at this mode's fastest frame period") && message.contains("1 to"), "\(t)")
+        #expect(try await api.call(s.base + "api/status").status == 200)
         #expect(try await s.stop() == 0)
     }
 

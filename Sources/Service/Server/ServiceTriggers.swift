@@ -139,7 +139,8 @@ public final class ServiceTrigger: Sendable {
         do {
             let fastest = await service.session.timing.everyFramePeriod
             try d.burst?.check(fastest: fastest)
-            try await CameraService.checkSteps(d.burst?.largest(fastest: fastest).count ?? d.bracket?.count ?? 1, session: service.session, what: d.burst != nil ? "the trigger's burst" : "the trigger's bracket")
+            let what = d.burst.map { b in b.hasWindow ? "the trigger's burst (\(b), at this mode's fastest frame period, \(fastest.millisecondsDescription))" : "the trigger's burst" } ?? "the trigger's bracket"
+            try await CameraService.checkSteps(d.burst?.largest(fastest: fastest).count ?? d.bracket?.count ?? 1, session: service.session, what: what)
         } catch {
             failed((error as? ShutterbugError)?.message ?? "\(error)")
             return
