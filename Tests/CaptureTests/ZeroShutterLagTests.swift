@@ -219,13 +219,45 @@ struct ZeroShutterLagTests {
         #expect(got.first?.0 == 10 && got.first?.1?.covered == true && got.first?.1?.fromHeldFrames == false)
     }
 
-    @Test("a bracket asked with zero shutter lag says its steps are frames to come, exposed after the instant")
-    func bracketIgnoresIt() {
+    @Test("a zero-shutter-lag bracket: step 1 is the held frame exposing at the instant when it carries step 1's settings, the rest frames to come; a frame that does not carry them goes back and every step comes after, saying why; a bracket of one is the held frame at once; a focus bracket's steps all come after")
+    func bracketFirstStepFromHeldFrame() {
         let t = SensorTime(nanoseconds: 5_000_000_000)
+        // Frames every 33 ms, each exposed 30 ms at gain 1: frame 2 (t + 36...66 ms) covers t + 40 ms.
         let frames = (0..<4).map { Self.frame($0, ts: t + .milliseconds(33 * $0), exposure: .milliseconds(30)) }
-        let (r, _, _) = Self.one(at: t + .milliseconds(60), after: frames, bracket: .manualExposure([(.milliseconds(4), Gain(1)), (.milliseconds(16), Gain(1))]))
-        #expect(r?.adjustments.contains { $0.contains("zero shutter lag applies to single photos") } == true, "\(r?.adjustments ?? [])")
-        #expect(r?.zeroShutterLag == nil)
+        let instant = t + .milliseconds(40)
+        func run(_ bracket: BracketSettings) -> (ResolvedPhotoSettings?, [UInt32], [Int], Bool) {
+            var machine = CaptureMachine(timing: Self.timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain, .lensPosition]), ringFrames: 4)
+            for f in frames { _ = machine.frame(f, now: f.metadata.sensorTimestamp!) }
+            _ = machine.takeActions()
+            machine.add(PhotoSettings(bracket: bracket, exposedAfter: instant, zeroShutterLag: true), now: t + .milliseconds(100))
+            var resolved: ResolvedPhotoSettings?, photos: [UInt32] = [], released: [Int] = [], finished = false
+            for a in machine.takeActions() {
+                switch a {
+                case .resolved(_, let r): resolved = r
+                case .finished(_, let r): resolved = r; finished = true
+                case .photo(_, _, let f): photos.append(f.metadata.sequence)
+                case .release(let slot): released.append(slot)
+                default: break
+                }
+            }
+            return (resolved, photos, released, finished)
+        }
+        // Step 1 at the frames' own exposure: frame 2 is step 1; step 2 is still to come.
+        let (r, photos, released, finished) = run(.manualExposure([(.milliseconds(30), Gain(1)), (.milliseconds(8), Gain(1))]))
+        #expect(r?.steps.count == 2 && r?.steps[0].actual?.sequence == 2 && r?.steps[1].actual == nil, "\(String(describing: r?.steps))")
+        #expect(r?.zeroShutterLag?.covered == true && r?.zeroShutterLag?.fromHeldFrames == true)
+        #expect(r?.adjustments.contains { $0.contains("step 1 is frame 2") } == true, "\(r?.adjustments ?? [])")
+        #expect(photos.isEmpty && released.isEmpty && !finished, "photos are handed out when every step is in")
+        // Step 1 at another exposure: frame 2 goes back; every step comes after.
+        let (m, p2, rel2, _) = run(.manualExposure([(.milliseconds(4), Gain(1)), (.milliseconds(16), Gain(1))]))
+        #expect(m?.steps.allSatisfy { $0.actual == nil } == true && p2.isEmpty && rel2 == [2], "\(rel2)")
+        #expect(m?.zeroShutterLag?.covered == false && m?.zeroShutterLag?.fallback?.contains("not step 1's") == true, "\(String(describing: m?.zeroShutterLag))")
+        // A bracket of one step that the held frame carries: done at once.
+        let (one, p3, _, done) = run(.manualExposure([(.milliseconds(30), Gain(1))]))
+        #expect(done && p3 == [2] && one?.zeroShutterLag?.covered == true)
+        // A focus bracket moves the lens: every step is a frame still to come, said.
+        let (f, p4, rel4, _) = run(.lensPositions([Dioptres(1), Dioptres(2)]))
+        #expect(p4.isEmpty && rel4.isEmpty && f?.adjustments.contains { $0.contains("focus bracket") } == true, "\(f?.adjustments ?? [])")
     }
 
     @Test("the buffer plan holds the ring beside the bracket, the pipeline and the sinks, refuses a ring outside 0...32, and names it in a refusal over the budget")

@@ -103,7 +103,6 @@ struct TriggerCLITests {
         (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--hold", "5"], "give --zsl too"),
         (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--zsl", "--hold", "33"], "1...32 frames"),
         (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--zsl", "--hold", "20s"], "1000 µs to 10 s"),
-        (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--zsl", "--ev", "-1,1"], "frames still to come"),
         (["trigger", "--camera", "sim:imx296", "--external-trigger", "--simulated", "regular:1s", "--zsl"], "already the sensor's"),
         (["trigger", "--camera", "sim:imx477", "--role", "video", "--simulated", "regular:1s", "--zsl", "--hold", "5s"], "at most 32 are held"),
         (["trigger", "--camera", "sim:imx477", "--simulated", "regular:1s", "--pre", "0"], "1...30 frames"),
@@ -148,6 +147,40 @@ struct TriggerCLITests {
             }
         }
         #expect(covered >= 15, "\(covered) of 30 covered in a dim scene")
+    }
+
+    @Test("--zsl --ev 0,-1,1: a bracket whose step 1 is the frame exposing at the trigger when that frame carries step 1's exposure (lag at most zero), its other steps frames exposed after the trigger; otherwise every step comes after and the capture says why")
+    func zeroShutterLagBracket() async throws {
+        let dir = NSTemporaryDirectory() + "sb-trigger-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runChild(Self.exe, ["trigger", "--camera", "sim:imx219", "--virtual-time", "--role", "video", "--scene-lux", "5",
+                                              "--simulated", "regular:2s", "--zsl", "--ev", "0,-1,1", "--count", "3", "--output", dir, "--json"])
+        #expect(r.status == 0, "\(r.err)")
+        var fromHeld = 0
+        for line in r.out.split(separator: "\n") where line.contains("\"trigger\"") && !line.contains("\"summary\"") {
+            let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let sidecar = try #require((o["files"] as? [String])?.first { $0.hasSuffix(".json") })
+            let side = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: sidecar))) as? [String: Any])
+            let t = try #require(side["trigger"] as? [String: Any])
+            let instant = try #require(t["instantNs"] as? Int)
+            let frames = try #require(side["steps"] as? [[String: Any]]).compactMap { $0["frame"] as? [String: Any] }
+            #expect(frames.count == 3, "\(sidecar)")
+            let starts = frames.compactMap { $0["exposureStartNs"] as? Int }, ends = frames.compactMap { $0["sensorTimestampNs"] as? Int }
+            let adjustments = ((side["resolved"] as? [String: Any])?["adjustments"] as? [String]) ?? []
+            if o["zeroShutterLag"] as? Bool == true {
+                fromHeld += 1
+                // Step 1 covered the instant; the others began after it.
+                #expect(starts[0] <= instant && instant < ends[0], "\(starts) \(ends) instant \(instant)")
+                #expect(starts.dropFirst().allSatisfy { $0 > instant }, "\(starts) instant \(instant)")
+                #expect((o["lagToExposureStartUs"] as? Double).map { $0 <= 0 } == true, "\(line)")
+                #expect(adjustments.contains { $0.contains("step 1 is frame") }, "\(adjustments)")
+            } else {
+                #expect(starts.allSatisfy { $0 > instant }, "\(starts) instant \(instant)")
+                #expect((o["zeroShutterLagFallback"] as? String)?.isEmpty == false, "\(line)")
+            }
+        }
+        // Auto exposure holds still between triggers 2 s apart: the first triggers' frames carry it.
+        #expect(fromHeld >= 1, "no bracket took step 1 from the frame at its trigger: \(r.out)")
     }
 
     @Test("--pre 3 --post 2: each trigger a burst of six frames in frame order, written as one numbered sequence; the sidecar gives each frame's offset from the instant, the frames before it negative, and the lag is the frame at the trigger's")

@@ -47,6 +47,17 @@ public struct BracketScheduler: Sendable {
         /// window: it may still carry what was in force before, so it cannot be proven the step's.
         case unproven(step: Int)
 
+        /// The same reason, its step counted among `offset` steps before the scheduler's (a
+        /// bracket whose step 1 was a held frame).
+        public func offset(by offset: Int) -> DiscardReason {
+            switch self {
+            case .duplicate(let s): return .duplicate(step: s + offset)
+            case .controlsDisagree(let s): return .controlsDisagree(step: s + offset)
+            case .unproven(let s): return .unproven(step: s + offset)
+            case .noStepMatches, .requestFailed, .beforeTrigger: return self
+            }
+        }
+
         public var description: String {
             switch self {
             case .noStepMatches: return "carries no pending step's settings"

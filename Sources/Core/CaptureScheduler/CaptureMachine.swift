@@ -114,6 +114,12 @@ public struct CaptureMachine: Sendable {
         /// "exposure ended").
         var photos: [Int: (CompletedRequest, ResolvedStep)] = [:]
         var exposureStartSent = false
+        /// A zero-shutter-lag bracket: the held frame that was exposing at its instant, taken
+        /// when the capture began (before metering could push it out), until the plan says
+        /// whether it carries step 1; and the bracket's steps before the scheduler's (1 when
+        /// step 1 is that frame).
+        var heldStep: CompletedRequest?
+        var stepOffset = 0
         /// A burst's next step to fill, and the newest frame it took.
         var burstNext = 0
         var burstNewest: UInt32?
@@ -173,6 +179,7 @@ public struct CaptureMachine: Sendable {
         guard let index = captures.firstIndex(where: { $0.id == id }) else { return }
         let capture = captures.remove(at: index)
         for (r, _) in capture.photos.values { actions.append(.release(slot: r.slot)) }
+        if let h = capture.heldStep { actions.append(.release(slot: h.slot)) }
         if capture.scheduler != nil { actions.append(.restoreBaseline) }
         if index == 0, !captures.isEmpty { activate(now: now) }
     }
@@ -278,6 +285,7 @@ public struct CaptureMachine: Sendable {
     public mutating func failAll(_ error: ShutterbugError) {
         for capture in captures {
             for (r, _) in capture.photos.values { actions.append(.release(slot: r.slot)) }
+            if let h = capture.heldStep { actions.append(.release(slot: h.slot)) }
             actions.append(.failed(capture: capture.id, error))
         }
         captures.removeAll()
@@ -375,10 +383,10 @@ public struct CaptureMachine: Sendable {
                 if !judge(kept, now: now) { actions.append(.release(slot: kept.slot)) }
             }
         case .exposureBias?:
-            zeroShutterLagIgnored()
+            holdFrameForFirstStep()
             captures[0].phase = .metering
         case .manualExposure?:
-            zeroShutterLagIgnored()
+            holdFrameForFirstStep()
             let planned = manualSteps()
             begin(planned, now: now)
         case .lensPositions(let lenses)?:
@@ -498,11 +506,61 @@ public struct CaptureMachine: Sendable {
         complete(now: now)
     }
 
-    /// Zero shutter lag asked of a bracket, whose steps are frames still to come: said, and
-    /// the steps are exposed after the instant as any bracket's.
+    /// Zero shutter lag asked of a focus bracket, whose steps are frames still to come: said,
+    /// and the steps are exposed after the instant as any bracket's.
     private mutating func zeroShutterLagIgnored() {
         guard captures[0].settings.zeroShutterLag else { return }
-        captures[0].resolved.adjustments.append("zero shutter lag applies to single photos: a bracket's steps are frames still to come, so each is exposed after the instant")
+        captures[0].resolved.adjustments.append("zero shutter lag: a focus bracket's steps move the lens, so each is a frame still to come, exposed after the instant")
+    }
+
+    /// Zero shutter lag asked of an exposure bracket: the held frame that was exposing at the
+    /// instant is taken now (metering would push it out of the ring), to be step 1 if it
+    /// carries step 1's settings (`firstStepFromHeldFrame`).
+    private mutating func holdFrameForFirstStep() {
+        guard captures[0].settings.zeroShutterLag, let instant = captures[0].settings.exposedAfter else { return }
+        captures[0].heldStep = ring.takeCovering(instant)
+        if captures[0].heldStep == nil {
+            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: "no frame held was exposing at the instant", fromHeldFrames: false)
+        }
+    }
+
+    /// Whether `m` carries `planned`, step 1 of an exposure bracket: a manual step's exposure
+    /// and gain (`StepTarget.isCarried`); an EV step's total exposure (exposure × analogue ×
+    /// digital gain) within 3% of the step's, however auto exposure split it.
+    private func carries(_ m: FrameMetadata, _ planned: StepTarget) -> Bool {
+        if case .manualExposure? = captures[0].settings.bracket { return planned.isCarried(by: m, lineTime: timing.lineTime) }
+        guard let e = planned.exposure, let g = planned.gain, let re = m.exposureTime, let rg = m.totalGain else { return false }
+        let want = e.secondsValue * g, got = re.secondsValue * rg.value
+        return abs(got - want) <= StepTarget.totalGainTolerance * want
+    }
+
+    /// A zero-shutter-lag exposure bracket, planned: step 1 is the held frame exposing at the
+    /// instant when that frame carries step 1's settings (so the bracket begins before the
+    /// edge was heard); otherwise it goes back and every step is a frame still to come, the
+    /// resolved settings saying why. Returns the steps left for the scheduler.
+    private mutating func firstStepFromHeldFrame(_ planned: [(ResolvedStep, BracketScheduler.Step)], now: SensorTime) -> [(ResolvedStep, BracketScheduler.Step)] {
+        guard captures[0].settings.zeroShutterLag, let instant = captures[0].settings.exposedAfter, !planned.isEmpty else { return planned }
+        guard let c = captures[0].heldStep else {
+            captures[0].resolved.adjustments.append("zero shutter lag: no frame held was exposing at the trigger; every step is a frame still to come, exposed after it")
+            return planned
+        }
+        captures[0].heldStep = nil
+        let m = c.metadata
+        let carried = "\(m.exposureTime?.exposureDescription ?? "-") at gain \(String(format2: m.totalGain?.value ?? 0))"
+        guard carries(m, planned[0].1.target) else {
+            actions.append(.release(slot: c.slot))
+            let why = "frame \(m.sequence), exposing at the trigger, carries \(carried), not step 1's \(planned[0].1.target)"
+            captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: why, fromHeldFrames: false)
+            captures[0].resolved.adjustments.append("zero shutter lag: \(why); every step is a frame still to come, exposed after the trigger (put the step the camera is at first, e.g. --ev 0,-2,2)")
+            return planned
+        }
+        captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: true)
+        captures[0].resolved.adjustments.append("zero shutter lag: step 1 is frame \(m.sequence), exposing at the trigger, which carries step 1's settings (\(carried)); \(planned.count == 2 ? "step 2 is a frame" : "steps 2...\(planned.count) are frames") still to come")
+        var step = planned[0].0
+        step.actual = m
+        captures[0].photos[0] = (c, step)
+        captures[0].stepOffset = 1
+        return Array(planned.dropFirst())
     }
 
     /// The head's manual-exposure steps, fitted to the sensor (the adjustments recorded).
@@ -552,10 +610,25 @@ public struct CaptureMachine: Sendable {
             return
         }
         captures[0].resolved.steps = planned.map(\.0)
-        captures[0].scheduler = BracketScheduler(steps: planned.map(\.1), restore: baseline, timing: timing, now: now, notBefore: captures[0].settings.exposedAfter,
+        let rest = firstStepFromHeldFrame(planned, now: now)
+        if let (held, step) = captures[0].photos[0], captures[0].stepOffset > 0 {
+            captures[0].resolved.steps[0] = step
+            guard !rest.isEmpty else {
+                // A bracket of one step, and the held frame is it.
+                actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
+                complete(now: now)
+                return
+            }
+            if let start = held.metadata.exposureStart {
+                captures[0].exposureStartSent = true
+                actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
+                actions.append(.exposureStarted(capture: captures[0].id, start))
+            }
+        }
+        captures[0].scheduler = BracketScheduler(steps: rest.map(\.1), restore: baseline, timing: timing, now: now, notBefore: captures[0].settings.exposedAfter,
                                                  firstStepPrerolled: captures[0].lock != nil)
         captures[0].phase = .bracketing
-        actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
+        if !captures[0].exposureStartSent { actions.append(.resolved(capture: captures[0].id, captures[0].resolved)) }
     }
 
     // MARK: Judging frames
@@ -599,13 +672,23 @@ public struct CaptureMachine: Sendable {
         case .metering:
             captures[0].lastProgress = now
             captures[0].meteredFrames += 1
+            // A zero-shutter-lag bracket whose frame at the instant was still to come back when
+            // it began: kept when it comes (metering reads its metadata all the same).
+            var kept = false
+            if captures[0].settings.zeroShutterLag, captures[0].heldStep == nil, let instant = captures[0].settings.exposedAfter, c.status == .complete,
+               c.metadata.exposure(against: instant) == .covering {
+                captures[0].heldStep = c
+                captures[0].resolved.zeroShutterLag = nil
+                kept = true
+            }
             if captures[0].meteredFrames > Self.meteringFrameLimit {
                 let last = recent.last.map { "\($0.exposureTime?.exposureDescription ?? "-") at gain \(String(format2: $0.totalGain?.value ?? 0))" } ?? "-"
                 fail(ShutterbugError(.timeout, "auto exposure did not settle in \(Self.meteringFrameLimit) frames (last: \(last)); an EV bracket needs the metered exposure to hold still for three frames"), now: now)
-                return false
+                // A frame kept just now went back with the capture's other holds.
+                return kept
             }
             meter(now: now)
-            return false
+            return kept
         case .bracketing:
             return bracket(c, now: now)
         }
@@ -652,7 +735,9 @@ public struct CaptureMachine: Sendable {
         var keep = false
         for a in out {
             switch a {
-            case .photo(let step):
+            case .photo(let scheduled):
+                // Steps before the scheduler's (step 1 from a held frame) come first.
+                let step = scheduled + captures[0].stepOffset
                 // The first step's frame decides whether the capture is on time; a late one is
                 // not kept (its slot goes back through the ledger as unheld).
                 if step == 0, failedLate(c, now: now) { return false }
@@ -664,7 +749,7 @@ public struct CaptureMachine: Sendable {
                     actions.append(.exposureStarted(capture: captures[0].id, start))
                 }
             case .discard(let sequence, let reason):
-                captures[0].resolved.discarded.append(DiscardedFrame(sequence: sequence, reason: reason.description,
+                captures[0].resolved.discarded.append(DiscardedFrame(sequence: sequence, reason: reason.offset(by: captures[0].stepOffset).description,
                                                                      metadata: sequence == c.metadata.sequence ? c.metadata : nil))
             case .retry:
                 captures[0].resolved.retries += 1
@@ -731,6 +816,7 @@ public struct CaptureMachine: Sendable {
             deliverHeldPhotos()
         }
         for (r, _) in captures[0].photos.values { actions.append(.release(slot: r.slot)) }
+        if let h = captures[0].heldStep { actions.append(.release(slot: h.slot)) }
         let id = captures.removeFirst().id
         actions.append(.failed(capture: id, error))
         if !captures.isEmpty { activate(now: now) }

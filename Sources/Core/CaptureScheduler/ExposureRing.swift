@@ -86,6 +86,13 @@ public struct ExposureRing: Sendable {
         return taken
     }
 
+    /// Takes the held frame whose exposure covered `instant`, if one is held (its hold passes
+    /// to the taker); nothing else is taken.
+    public mutating func takeCovering(_ instant: SensorTime) -> CompletedRequest? {
+        guard let i = frames.firstIndex(where: { $0.metadata.exposure(against: instant) == .covering }) else { return nil }
+        return frames.remove(at: i)
+    }
+
     /// What a capture exposing at an instant gets.
     public enum Choice: Sendable {
         /// A frame held whose exposure covered the instant; its hold passes to the taker.

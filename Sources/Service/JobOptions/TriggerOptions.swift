@@ -55,7 +55,7 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     @Option(name: .long, help: ArgumentHelp("File formats with --output: dng, jpeg, or both.", valueName: "dng,jpeg"))
     public var format: String = "jpeg"
 
-    @Flag(name: .long, help: "Zero shutter lag: each photo is the frame that was exposing when the trigger came, from the newest frames held (--hold), not the first frame exposed after it; where none covered the instant (between two exposures, a dropped or start-up frame) the first exposed after is taken and the capture says why.")
+    @Flag(name: .long, help: "Zero shutter lag: each photo is the frame that was exposing when the trigger came, from the newest frames held (--hold), not the first frame exposed after it; where none covered the instant (between two exposures, a dropped or start-up frame) the first exposed after is taken and the capture says why. With --ev, step 1 is that frame when it carries step 1's exposure (put the camera's own first: --ev 0,-2,2); the other steps are frames still to come.")
     public var zsl = false
 
     @Option(name: .long, help: ArgumentHelp("With --zsl: the newest frames held, a count (1...32) or a time window (250ms) at the mode's fastest frame rate. Each takes a buffer per stream; default 3 frames.", valueName: "n|time"))
@@ -85,7 +85,6 @@ public struct TriggerOptions: ParsableArguments, Sendable {
         if (pre != nil || post != nil) && hold != nil { throw ValidationError("--pre sizes the frames held (its count and two more): drop --hold") }
         if hold != nil && !zsl { throw ValidationError("--hold sizes the frames held for --zsl: give --zsl too") }
         _ = try heldFrames()
-        if zsl && ev != nil { throw ValidationError("--zsl takes a single photo from the frames already exposed; a bracket's (--ev) steps are frames still to come: drop one of them") }
     }
 
     /// The frames held for `--zsl` (default 3: a trigger heard up to two frames late still
