@@ -71,7 +71,7 @@ struct CaptureMachineTests {
                 case .failed(let id, _):
                     #expect(asked[id]?.ended == false, "seed \(seed): a capture ended twice")
                     asked[id]?.ended = true
-                case .release:
+                case .release, .pool:
                     holdsEnded += 1
                 case .restoreBaseline:
                     break

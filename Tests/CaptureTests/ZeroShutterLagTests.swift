@@ -2,6 +2,7 @@ import Capture
 import CaptureScheduler
 import ShutterbugCore
 import SimulatedCamera
+import TestSupport
 import Testing
 
 /// Zero shutter lag in the capture machine alone: a model sensor with a known frame timing
@@ -24,14 +25,19 @@ struct ZeroShutterLagTests {
         var holdsTaken = 0
         var holdsEnded = 0
         var mostHeld = 0
+        /// Copies made into the pool, and those given back (pushed out, or handed out as photos).
+        var pooled = 0
+        var poolEnded = 0
+        var mostPooled = 0
     }
 
     /// Frames every `period`, each exposed for a random part of it; `drop` of them never come
     /// back, the first `startup` are start-up frames, a few fail. `triggers` instants at random,
     /// each asked for `0...lateBy` after it.
-    static func run(seed: Int, frames count: Int, triggers: Int, ring: Int, lateBy: Double, startup: Int = 3) -> Run {
+    static func run(seed: Int, frames count: Int, triggers: Int, ring: Int, inPlace: Int? = nil, lateBy: Double, startup: Int = 3) -> Run {
         var rng = SplitMix64(seed: UInt64(seed) &* 0x9E37_79B9 &+ 11)
-        var machine = CaptureMachine(timing: timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), ringFrames: ring)
+        var machine = CaptureMachine(timing: timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), ringFrames: ring, ringFramesInPlace: inPlace)
+        var inPool: Set<Int> = []
         let period = Duration.milliseconds(Int64(16 + rng.next() % 85))
         let t0 = SensorTime(nanoseconds: 1_000_000_000)
         var out = Run()
@@ -50,13 +56,30 @@ struct ZeroShutterLagTests {
             for a in actions {
                 switch a {
                 case .photo(let id, _, let frame):
-                    out.holdsEnded += 1
+                    if ExposureRing.isPooled(frame.slot) {
+                        #expect(inPool.remove(frame.slot) != nil, "seed \(seed): a photo from pool copy \(frame.slot), not held")
+                        out.poolEnded += 1
+                    } else {
+                        out.holdsEnded += 1
+                    }
                     #expect(out.photos[id] == nil, "seed \(seed): capture \(id) got two photos")
                     out.photos[id] = (frame.metadata, nil)
                 case .finished(let id, let r):
                     out.photos[id]?.zsl = r.zeroShutterLag
                 case .failed(let id, let e): out.failed[id] = e
-                case .release: out.holdsEnded += 1
+                case .release(let slot):
+                    if ExposureRing.isPooled(slot) {
+                        #expect(inPool.remove(slot) != nil, "seed \(seed): pool copy \(slot) given back twice")
+                        out.poolEnded += 1
+                    } else {
+                        out.holdsEnded += 1
+                    }
+                case .pool(let frame, let id):
+                    // The slot's hold ends once copied; the copy is held under its id.
+                    #expect(!ExposureRing.isPooled(frame.slot) && inPool.insert(id).inserted, "seed \(seed): pool copy \(id) of slot \(frame.slot)")
+                    out.holdsEnded += 1
+                    out.pooled += 1
+                    out.mostPooled = max(out.mostPooled, inPool.count)
                 default: break
                 }
             }
@@ -85,14 +108,29 @@ struct ZeroShutterLagTests {
         take(machine.takeActions())
         machine.failAll(ShutterbugError(.invalidState, "the run ended"))
         take(machine.takeActions())
-        out.holdsEnded += machine.dropRetained().count
+        for slot in machine.dropRetained() {
+            if ExposureRing.isPooled(slot) {
+                #expect(inPool.remove(slot) != nil)
+                out.poolEnded += 1
+            } else {
+                out.holdsEnded += 1
+            }
+        }
+        #expect(inPool.isEmpty, "seed \(seed): pool copies \(inPool.sorted()) never given back")
         return out
     }
 
     @Test("property: each photo's exposure covers its instant whenever a complete frame did and no earlier capture took it; otherwise it is the first frame exposed after that nobody took, saying why; no frame twice; every hold given back once",
           arguments: 0..<300)
     func coversTheInstant(seed: Int) {
-        let r = Self.run(seed: seed, frames: 200, triggers: 40, ring: 4, lateBy: 1.5)
+        // Every third seed: the camera's buffers spare only 1 or 2 of the 4 frames held, the
+        // rest are copies in the pool; the choice of frame is the same.
+        let r = Self.run(seed: seed, frames: 200, triggers: 40, ring: 4, inPlace: seed % 3 == 0 ? 1 + seed % 2 : nil, lateBy: 1.5)
+        if seed % 3 == 0 {
+            #expect(r.pooled > 0 && r.pooled == r.poolEnded && r.mostPooled <= 4 - (1 + seed % 2), "seed \(seed): \(r.pooled) copies, \(r.poolEnded) given back, at most \(r.mostPooled) at once")
+        } else {
+            #expect(r.pooled == 0)
+        }
         var taken: [UInt32: Int64] = [:]
         for (id, p) in r.photos {
             #expect(taken[p.frame.sequence] == nil, "seed \(seed): frame \(p.frame.sequence) handed out twice")
@@ -135,6 +173,9 @@ struct ZeroShutterLagTests {
     func tenThousandTriggers() {
         let r = Self.run(seed: 7, frames: 40_000, triggers: 10_000, ring: 3, lateBy: 1)
         #expect(r.mostHeld <= 3)
+        // The same with one frame in place and two copies: the pool never holds more than two.
+        let p = Self.run(seed: 7, frames: 40_000, triggers: 10_000, ring: 3, inPlace: 1, lateBy: 1)
+        #expect(p.mostHeld <= 3 && p.mostPooled <= 2 && p.pooled == p.poolEnded && p.holdsTaken == p.holdsEnded, "\(p.mostPooled) pooled at most, \(p.pooled) copies, \(p.poolEnded) back")
         #expect(r.photos.count + r.failed.count == 10_000)
         #expect(r.holdsTaken == r.holdsEnded, "\(r.holdsTaken) holds taken, \(r.holdsEnded) given back or handed out")
         let covered = r.photos.values.filter { $0.zsl?.covered == true }.count
@@ -273,6 +314,22 @@ struct ZeroShutterLagTests {
         } catch let e as ShutterbugError {
             #expect(e.message.contains("5 held for zero shutter lag") && e.message.contains("--hold, --pre"), "\(e.message)")
         }
+        // A camera that allocated fewer buffers than the 14 asked: the 3 photos, the 4 in flight
+        // and the sink's 2 come first; the frames held that are left over are copies in a pool,
+        // whose bytes count against the budget.
+        #expect(plan.ringInPlace(slots: 14) == 5 && plan.ringPooled(slots: 14) == 0)
+        #expect(plan.ringInPlace(slots: 12) == 3 && plan.ringPooled(slots: 12) == 2 && plan.photos(slots: 12) == 3)
+        #expect(plan.ringInPlace(slots: 8) == 0 && plan.ringPooled(slots: 8) == 5 && plan.photos(slots: 8) == 2)
+        var short = config
+        short.streams[0].bufferCount = 12
+        #expect(plan.poolBytes(short) == 2 * short.streams[0].frameSize)
+        do {
+            try plan.check(short, within: MemoryBudget(bytes: short.bufferBytes + short.streams[0].frameSize, source: "test"))
+            Issue.record("a pool over the budget, accepted")
+        } catch let e as ShutterbugError {
+            #expect(e.message.contains("3 in the camera's buffers") && e.message.contains("2 copied into a pool of 35.3 MB"), "\(e.message)")
+        }
+        try plan.check(short, within: MemoryBudget(bytes: short.bufferBytes + 2 * short.streams[0].frameSize, source: "test"))
     }
 
     @Test("a session holding frames: a capture at an instant inside a held frame's exposure takes that frame at once (its hold passes to the photo); the window is sized at the mode's fastest frame rate; too long a window is refused with the frames it would take")
@@ -307,6 +364,70 @@ struct ZeroShutterLagTests {
         } catch let e as ShutterbugError {
             #expect(e.code == .invalidArgument && e.message.contains("at most 32"), "\(e)")
         }
+    }
+
+    @Test("frames held beyond what the camera's buffers spare are copies in a pool: 14 held on a 16-buffer camera keep 11 in place and copy 3; a capture at an instant inside a copied frame gets the copy (process memory, the frame's own picture); every slot and copy comes back")
+    func pooledHeldFrames() async throws {
+        var o = SimulationOptions()
+        o.clock = .realTime
+        let cam = SimulatedCamera(profile: .imx219, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        let config = try await session.start(stream: StreamRequest(role: .video), preparedBracketCount: 1, holding: .frames(14))
+        #expect(config.streams[0].bufferCount == 16, "the simulated camera allocates at most 16: \(config.streams[0])")
+        let pooled = await session.heldFramesPooled
+        #expect(await session.heldFramesCapacity == 14 && pooled.frames == 3 && pooled.bytes == 3 * config.streams[0].frameSize, "\(pooled)")
+        #expect(await session.maxBracketedCapturePhotoCount >= 1)
+        // Frames flow while photos are taken; those nobody took are held, 3 of them as copies.
+        let reference = try await record(session.capture(PhotoSettings()), measure: true)
+        // The ring fills as frames come (within 100 frames).
+        var watched = 0
+        for await _ in await session.frames() {
+            watched += 1
+            if await session.heldFrames.count == 14 || watched == 100 { break }
+        }
+        let (count, ledger) = (await session.heldFrames.count, await session.slotLedger)
+        try #require(count == 14, "\(count) frames held after \(watched) frames; \(ledger)")
+        #expect(await session.heldFramesCopied > 0)
+        var fromPool = 0, taken = 0
+        // A frame held as a copy, the newest (at 30 fps the oldest leave the ring in 0.5 s); one
+        // pushed out meanwhile fails as late, and the newest copy then is tried (20 tries).
+        for _ in 0..<20 where fromPool == 0 {
+            guard let target = await session.heldFramesInPool.last else {
+                // None held as a copy just now (a capture took one and the next frames went in place): wait for the next frame.
+                for await _ in await session.frames() { break }
+                continue
+            }
+            let instant = target.exposureStart! + target.exposureTime! / 2
+            var r = CaptureRecord(), copy = false
+            do {
+                for try await e in await session.capture(PhotoSettings(exposedAfter: instant, zeroShutterLag: true)) {
+                    switch e {
+                    case .photo(let p):
+                        copy = p.fromPool
+                        let buffer = p.buffers[0]
+                        r.photos.append((p.step, p.metadata, try await offPool { meanLuma(buffer) }))
+                        p.release()
+                    case .captureFinished(let s): r.resolved = s
+                    default: break
+                    }
+                }
+            } catch let e as ShutterbugError where e.code == .late {
+                continue
+            }
+            taken += 1
+            #expect(r.photos.map(\.metadata.sequence) == [target.sequence] && r.resolved?.zeroShutterLag?.covered == true)
+            if copy {
+                fromPool += 1
+                // The copy is the frame's picture: the scene's brightness, as a frame in place shows it.
+                let luma = try #require(r.photos.first?.mean), expected = try #require(reference.photos.first?.mean)
+                #expect(abs(luma - expected) < 0.1 * expected, "a pooled frame's mean luma \(luma), a frame in place \(expected)")
+            }
+        }
+        #expect(fromPool > 0, "no capture took a copy from the pool (\(taken) taken)")
+        await session.stop()
+        let after = await session.slotLedger
+        #expect(await session.photosHeld == 0, "every slot given back at stop: \(after)")
     }
 
     @Test("pre-capture windows: counted at the frame rate the camera runs at (fewer frames when auto exposure slows it), never more than the buffers hold at the mode's fastest; held frames are the window and two more; a window too long for 32 frames is refused, naming them")

@@ -48,17 +48,17 @@ struct SimulatedBufferLayout: Sendable {
 /// `@unchecked Sendable`: the sensor thread sets `recipe` before it hands the completion over
 /// (the completion queue's lock orders it), and only the slot's owner touches the buffer until
 /// it queues the slot again, so no two threads use it at once.
-final class SimulatedFrameBuffer: FrameBuffer, @unchecked Sendable {
+final class SimulatedFrameBuffer: SnapshotFrameBuffer, @unchecked Sendable {
     let layout: SimulatedBufferLayout
     let profile: SensorProfile
-    private let memory: UnsafeMutableRawBufferPointer
+    fileprivate let memory: UnsafeMutableRawBufferPointer
     /// The dmabuf behind `memory`, where the kernel has a DMA heap.
     private let dmabuf: Int32?
     private let renderer: SceneRenderer
     var recipe: SimulatedPipeline.FrameRecipe?
-    private var rendered: SimulatedPipeline.FrameRecipe?
+    fileprivate var rendered: SimulatedPipeline.FrameRecipe?
 
-    init(layout: SimulatedBufferLayout, profile: SensorProfile, renderer: SceneRenderer) throws {
+    init(layout: SimulatedBufferLayout, profile: SensorProfile, renderer: SceneRenderer, dmaHeap: Bool = true) throws {
         self.layout = layout
         self.profile = profile
         self.renderer = renderer
@@ -68,7 +68,7 @@ final class SimulatedFrameBuffer: FrameBuffer, @unchecked Sendable {
         // touched only when a frame is rendered into them: allocating a 12 MP stream's buffers
         // is instant, in the session's prepare, rather than a write of hundreds of megabytes.
         let size = max(layout.size, 1)
-        let fd = Self.useDMAHeap ? sbshim_dma_heap_alloc(UInt64((size + 4095) & ~4095)) : -ENOENT
+        let fd = Self.useDMAHeap && dmaHeap ? sbshim_dma_heap_alloc(UInt64((size + 4095) & ~4095)) : -ENOENT
         let p: UnsafeMutableRawPointer?
         if fd >= 0 {
             p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
@@ -99,6 +99,22 @@ final class SimulatedFrameBuffer: FrameBuffer, @unchecked Sendable {
     func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         prepareContents()
         return try body(UnsafeRawBufferPointer(memory))
+    }
+
+    /// The frame's recipe in a buffer of its own, rendered when first read (a pool's copy of a
+    /// frame held for zero shutter lag costs nothing until it is looked at, as the frame
+    /// itself did).
+    func snapshot() -> any FrameBuffer {
+        guard let buffer = try? SimulatedFrameBuffer(layout: layout, profile: profile, renderer: renderer, dmaHeap: false) else {
+            return self
+        }
+        buffer.recipe = recipe
+        if let recipe, rendered == recipe {
+            // Already rendered here: its pixels are copied, not rendered again.
+            buffer.memory.copyMemory(from: UnsafeRawBufferPointer(memory))
+            buffer.rendered = recipe
+        }
+        return buffer
     }
 
     /// Renders the frame's recipe into the memory if it has not been yet.

@@ -66,8 +66,8 @@ struct BenchPrecapture: AsyncParsableCommand {
             defer { cam.release() }
             let session2 = CaptureSession(backend: cam)
             // The burst's frames from the mode's fastest period, known once configured; fewer
-            // where the camera's buffers cannot hold them all (held in place, as a Pi 4 must:
-            // a pool of copies is not built yet).
+            // where the camera's buffers cannot hold the burst's photos (the frames held before
+            // it that the buffers cannot spare are copies in a pool).
             _ = try await session2.prepare(streams: [StreamRequest(role: .video)], preparedBracketCount: 1)
             let fastest = await session2.timing.everyFramePeriod
             let wanted = min(14, Int((Duration.milliseconds(500) / fastest).rounded(.up)))

@@ -142,8 +142,9 @@ struct TriggerCommand: AsyncParsableCommand {
             stops.forEach { $0.stop() }
         }
         let (json, policy) = (json, options.policy)
-        let held = await session.heldFramesCapacity
-        let header = "trigger on \(cam.info.id) (\(externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running")\(held > 0 ? ", zero shutter lag from the newest \(held) frames held" : "")): \(config.streams[0])"
+        let (held, pooled) = (await session.heldFramesCapacity, await session.heldFramesPooled)
+        let pool = pooled.frames > 0 ? ", \(pooled.frames) of them as copies in a pool of \(MemoryBudget.megabytes(pooled.bytes)) (the camera's buffers spare \(held - pooled.frames))" : ""
+        let header = "trigger on \(cam.info.id) (\(externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running")\(held > 0 ? ", zero shutter lag from the newest \(held) frames held\(pool)" : "")): \(config.streams[0])"
         let printing = Task { () -> TriggerJob.Summary? in
             var summary: TriggerJob.Summary?
             for await e in job.events {

@@ -8,12 +8,16 @@ public final class CapturedPhoto: Sendable {
     public let step: ResolvedStep
     public let metadata: FrameMetadata
     public let buffers: [any FrameBuffer]
+    /// A copy of a frame held for zero shutter lag beyond the camera's buffers (its
+    /// `buffers` are process memory, not the camera's).
+    public let fromPool: Bool
     private let lease: BufferLease
 
-    init(step: ResolvedStep, metadata: FrameMetadata, buffers: [any FrameBuffer], returnSlot: @escaping @Sendable () -> Void) {
+    init(step: ResolvedStep, metadata: FrameMetadata, buffers: [any FrameBuffer], fromPool: Bool = false, returnSlot: @escaping @Sendable () -> Void) {
         self.step = step
         self.metadata = metadata
         self.buffers = buffers
+        self.fromPool = fromPool
         lease = BufferLease(returnSlot)
     }
 

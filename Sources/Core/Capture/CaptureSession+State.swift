@@ -22,6 +22,9 @@ extension CaptureSession {
         var configuration: CameraConfiguration?
         var slots = 0
         var photos = 0
+        /// Frames held for zero shutter lag as copies in the pool, at most, and its bytes.
+        var poolFrames = 0
+        var poolBytes = 0
         var running = false
         var failure: ShutterbugError?
         var delivery = Delivery.none

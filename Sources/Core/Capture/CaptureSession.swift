@@ -49,6 +49,8 @@ public actor CaptureSession {
     @exclusivity(unchecked) var waiters = Waiters()
     /// What the frames have shown: counts, and the camera's time as they bring it.
     @exclusivity(unchecked) var seen = FrameTally()
+    /// Copies of the frames held beyond what the camera's buffers can spare.
+    @exclusivity(unchecked) var pool = HeldFramePool()
 
     /// - Parameters:
     ///   - clock: the time the bracket scheduler judges stalls by; default the camera's own
@@ -107,6 +109,13 @@ public actor CaptureSession {
     /// The most frames held for zero-shutter-lag captures (`prepare(holding:)`), and those held now.
     public var heldFramesCapacity: Int { machine.heldFramesCapacity }
     public var heldFrames: [FrameMetadata] { machine.heldFrames }
+    /// Of the frames held, the most copied into a pool (the camera's buffers could not spare
+    /// them), and the pool's bytes at most (`BufferPlan.poolBytes`).
+    public var heldFramesPooled: (frames: Int, bytes: Int) { (life.poolFrames, life.poolBytes) }
+    /// The frames held now as copies in the pool, oldest first.
+    public var heldFramesInPool: [FrameMetadata] { machine.heldFramesInPool }
+    /// Frames copied into the pool since the session started.
+    public var heldFramesCopied: Int { pool.copies }
 
     /// The camera's frame period now: the newest frame's, else the mode's fastest (a
     /// pre-capture window is counted in frames at it).
@@ -172,8 +181,12 @@ public actor CaptureSession {
             config = try backend.configure(plan.requests(streams))
         }
         try plan.check(config, within: memoryBudget)
-        machine = CaptureMachine(timing: camera.timing(config), limits: backend.controlLimits, keepsNewest: camera.framesOnTriggerOnly, ringFrames: plan.ringFrames)
         let slots = try backend.allocate()
+        // The frames held that the camera's buffers cannot spare beside the photos, the
+        // pipeline and the sinks are copied into the pool.
+        machine = CaptureMachine(timing: camera.timing(config), limits: backend.controlLimits, keepsNewest: camera.framesOnTriggerOnly, ringFrames: plan.ringFrames,
+                                 ringFramesInPlace: plan.ringInPlace(slots: slots))
+        (life.poolFrames, life.poolBytes) = (plan.ringPooled(slots: slots), plan.poolBytes(config))
         (life.configuration, life.slots, life.photos) = (config, slots, plan.photos(slots: slots))
         fanOut.setSinks(sinks, quota: framesPerSink)
         return config
@@ -429,6 +442,10 @@ public actor CaptureSession {
             c?.finish()
         case .failed(let id, let error): waiters.captures.removeValue(forKey: id)?.finish(throwing: error)
         case .release(let slot): returnSlot(slot)
+        case .pool(let frame, let id):
+            // Copied before its slot is queued again; then the slot goes back.
+            pool.copy(frame, id: id)
+            returnSlot(frame.slot)
         case .restoreBaseline: feeder.enqueue(machine.baseline)
         case .triggered(let id, let instant, let frame):
             let p = photo(frame, step: ResolvedStep(index: 0, requested: "frame exposed after \(instant)", planned: StepTarget(), actual: frame.metadata))
@@ -440,11 +457,15 @@ public actor CaptureSession {
     /// A frame lent out as a photo: its slot goes back when the photo is released or freed.
     func photo(_ frame: CompletedRequest, step: ResolvedStep) -> CapturedPhoto {
         let slot = frame.slot
-        return CapturedPhoto(step: step, metadata: frame.metadata, buffers: frame.buffers) { [weak self] in Task { await self?.returnSlot(slot) } }
+        let pooled = ExposureRing.isPooled(slot)
+        let buffers = pooled ? pool.buffers(slot) ?? [] : frame.buffers
+        return CapturedPhoto(step: step, metadata: frame.metadata, buffers: buffers, fromPool: pooled) { [weak self] in Task { await self?.returnSlot(slot) } }
     }
 
-    /// Called when a photo is released: the slot goes back out.
+    /// Called when a photo is released: the slot goes back out (a pooled copy's memory, to
+    /// the pool's free list).
     func returnSlot(_ slot: Int) {
+        if ExposureRing.isPooled(slot) { return pool.release(slot) }
         guard feeder.released(slot) else { return }
         fanOut.held(feeder.ledger.holders)
         topUp()

@@ -63,9 +63,29 @@ public struct BufferPlan: Sendable, Hashable {
         }
     }
 
-    /// Refuses a configuration whose buffers would take more than `budget`, naming the bytes
-    /// per stream and what to ask for instead.
+    /// Of the frames held for zero shutter lag, those the camera's buffers can spare once it
+    /// allocated `slots` per stream (it may allocate fewer than asked): what is left beside
+    /// the bracket's photos, the pipeline and the sinks. The rest are copied into a pool.
+    public func ringInPlace(slots: Int) -> Int { max(0, min(ringFrames, slots - RequestFeeder.pipelineDepth - sinkBuffers - bracketCount)) }
+
+    /// Frames held as copies in the pool, once the camera allocated `slots` per stream.
+    public func ringPooled(slots: Int) -> Int { ringFrames - ringInPlace(slots: slots) }
+
+    /// The pool's bytes for a configuration: a copy of every stream's frame per pooled frame.
+    public func poolBytes(_ config: CameraConfiguration) -> Int {
+        guard let slots = config.streams.map(\.bufferCount).min() else { return 0 }
+        return ringPooled(slots: slots) * config.streams.reduce(0) { $0 + $1.frameSize }
+    }
+
+    /// Refuses a configuration whose buffers, and the pool of copies of the frames held beyond
+    /// them, would take more than `budget`, naming the bytes of each and what to ask for
+    /// instead.
     public func check(_ config: CameraConfiguration, within budget: MemoryBudget) throws {
+        let pool = poolBytes(config)
+        if pool > 0, config.bufferBytes + pool > budget.bytes {
+            let slots = config.streams.map(\.bufferCount).min() ?? 0
+            throw ShutterbugError(.invalidArgument, "holding \(ringFrames) frames for zero shutter lag takes \(ringInPlace(slots: slots)) in the camera's buffers (\(config.bufferDescription)) and \(ringPooled(slots: slots)) copied into a pool of \(MemoryBudget.megabytes(pool)): \(MemoryBudget.megabytes(config.bufferBytes + pool)) in all, over the memory budget of \(budget); ask for fewer frames held (--hold, --pre), a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
+        }
         guard config.bufferBytes > budget.bytes else { return }
         let sinks = sinkBuffers > 0 ? ", \(sinkBuffers) for sinks" : ""
         let ring = ringFrames > 0 ? ", \(ringFrames) held for zero shutter lag" : ""
@@ -74,8 +94,9 @@ public struct BufferPlan: Sendable, Hashable {
     }
 
     /// The most photos a bracket may hold once the camera allocated `slots` buffers per stream
-    /// (it may allocate fewer than asked): at least one.
-    public func photos(slots: Int) -> Int { max(1, slots - RequestFeeder.pipelineDepth - sinkBuffers - ringFrames) }
+    /// (it may allocate fewer than asked; the frames held that it cannot spare go to the pool):
+    /// at least one.
+    public func photos(slots: Int) -> Int { max(1, slots - RequestFeeder.pipelineDepth - sinkBuffers - ringInPlace(slots: slots)) }
 }
 
 extension CaptureMachine {

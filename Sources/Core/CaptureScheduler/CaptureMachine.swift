@@ -31,8 +31,13 @@ public struct CaptureMachine: Sendable {
         /// The capture ends with an error (the photos it had captured were handed out first,
         /// unless the error is `.late`).
         case failed(capture: Int64, ShutterbugError)
-        /// A hold the machine took on a slot ends.
+        /// A hold the machine took on a slot ends (or, for an id from `ExposureRing.poolBase`
+        /// up, a copy held in the pool).
         case release(slot: Int)
+        /// A frame held for zero shutter lag beyond what the camera's buffers can spare: its
+        /// buffers are copied into the pool under `id`, then its slot is given back (the
+        /// machine's hold on it ends).
+        case pool(frame: CompletedRequest, id: Int)
         /// What a bracket set goes back to what was in force (`baseline`).
         case restoreBaseline
         /// A trigger's frame, its slot held for the taker.
@@ -72,12 +77,15 @@ public struct CaptureMachine: Sendable {
     private var clock = SensorTime(nanoseconds: 0)
 
     /// - Parameter ringFrames: frames to hold for zero-shutter-lag captures (0: none).
-    public init(timing: CameraTiming, limits: ControlLimits, depth: Int = RequestFeeder.pipelineDepth, keepsNewest: Bool = false, ringFrames: Int = 0) {
+    /// - Parameter ringFramesInPlace: of those, the most held in the camera's buffers; the rest
+    ///   are copied into a pool (`Action.pool`). Default: all.
+    public init(timing: CameraTiming, limits: ControlLimits, depth: Int = RequestFeeder.pipelineDepth, keepsNewest: Bool = false, ringFrames: Int = 0,
+                ringFramesInPlace: Int? = nil) {
         self.timing = timing
         self.limits = limits
         self.depth = depth
         self.keepsNewest = keepsNewest
-        ring = ExposureRing(capacity: ringFrames)
+        ring = ExposureRing(capacity: ringFrames, inPlace: ringFramesInPlace)
     }
 
     /// One capture in the queue.
@@ -204,6 +212,10 @@ public struct CaptureMachine: Sendable {
     public var heldFrames: [FrameMetadata] { ring.frames.map(\.metadata) }
     /// The most frames held for zero-shutter-lag captures.
     public var heldFramesCapacity: Int { ring.capacity }
+    /// Of those, the most held in the camera's buffers (the rest are copies in the pool).
+    public var heldFramesInPlace: Int { ring.inPlace }
+    /// The frames held now as copies in the pool, oldest first.
+    public var heldFramesInPool: [FrameMetadata] { ring.frames.filter { ExposureRing.isPooled($0.slot) }.map(\.metadata) }
 
     /// A completed request, with `otherHolders` (sinks) keeping its buffers besides. Returns the
     /// holds the machine took on its slot (a trigger's, a capture's, the kept frame's).
@@ -227,8 +239,11 @@ public struct CaptureMachine: Sendable {
         if !captures.isEmpty, judge(c, now: now) { holders += 1 }
         if ring.isEnabled, c.status == .complete, holders == 0 {
             // Held for a zero-shutter-lag capture asked for after it came back; the oldest
-            // held goes back.
-            if let old = ring.hold(c) { actions.append(.release(slot: old)) }
+            // held goes back. Beyond the frames the camera's buffers can spare it is copied
+            // into the pool, and the copy's action gives its slot back.
+            let h = ring.hold(c)
+            if let old = h.released { actions.append(.release(slot: old)) }
+            if let id = h.pooledAs { actions.append(.pool(frame: c, id: id)) }
             holders += 1
         } else if keepsNewest, c.status == .complete {
             // The newest frame nobody took waits for a capture registered late; the one it

@@ -33,28 +33,57 @@ extension FrameMetadata {
 public struct ExposureRing: Sendable {
     /// The most frames held.
     public let capacity: Int
+    /// The most held in place, in the camera's buffers; the rest are copied into a pool of
+    /// their own (the camera allocated too few buffers to hold them all beside the photos and
+    /// the pipeline), each under a pool id from `poolBase` up in place of its slot.
+    public let inPlace: Int
+    /// Pool ids start here, far above any slot.
+    public static let poolBase = 1 << 30
+    public static func isPooled(_ id: Int) -> Bool { id >= poolBase }
+    private var nextPoolID = poolBase
     /// The frames held, oldest first.
     public private(set) var frames: [CompletedRequest] = []
     /// The latest exposure end among the frames pushed out: an instant before it may have been
     /// covered by a frame no longer held.
     public private(set) var pushedOutUntil: SensorTime?
 
-    public init(capacity: Int) {
+    public init(capacity: Int, inPlace: Int? = nil) {
         self.capacity = max(0, capacity)
+        self.inPlace = min(self.capacity, max(0, inPlace ?? capacity))
         frames.reserveCapacity(self.capacity + 1)
     }
 
     public var isEnabled: Bool { capacity > 0 }
+    /// Frames held as copies in the pool.
+    public var pooledCount: Int { frames.reduce(0) { $0 + (Self.isPooled($1.slot) ? 1 : 0) } }
 
-    /// Holds `c`, a complete frame nobody took. Returns the slot of the frame it pushed out,
-    /// to give back.
-    public mutating func hold(_ c: CompletedRequest) -> Int? {
-        guard isEnabled else { return nil }
-        frames.append(c)
-        guard frames.count > capacity else { return nil }
-        let old = frames.removeFirst()
-        if let end = old.metadata.sensorTimestamp { pushedOutUntil = max(pushedOutUntil ?? end, end) }
-        return old.slot
+    /// What holding a frame did.
+    public struct Held: Sendable {
+        /// The slot (or pool id) of the frame pushed out, to give back.
+        public var released: Int?
+        /// The pool id the frame is held under when the frames in place are all the camera's
+        /// buffers can spare: its buffers are to be copied there, and its slot given back.
+        public var pooledAs: Int?
+    }
+
+    /// Holds `c`, a complete frame nobody took: in place while fewer than `inPlace` are, else
+    /// as a copy in the pool.
+    public mutating func hold(_ c: CompletedRequest) -> Held {
+        guard isEnabled else { return Held() }
+        var held = Held()
+        if frames.count >= capacity {
+            let old = frames.removeFirst()
+            if let end = old.metadata.sensorTimestamp { pushedOutUntil = max(pushedOutUntil ?? end, end) }
+            held.released = old.slot
+        }
+        var entry = c
+        if frames.count - pooledCount >= inPlace {
+            entry.slot = nextPoolID
+            held.pooledAs = nextPoolID
+            nextPoolID = nextPoolID == Int.max ? Self.poolBase : nextPoolID + 1
+        }
+        frames.append(entry)
+        return held
     }
 
     /// Every frame held, removed: their slots, to give back.

@@ -34,3 +34,11 @@ public protocol FrameBuffer: AnyObject, Sendable {
 extension FrameBuffer {
     public func prepareContents() {}
 }
+
+/// A buffer that can hand out a copy of the frame it carries more cheaply than by copying its
+/// bytes (the simulated camera's: a recipe it renders when first read). Copies of frames held
+/// for zero shutter lag beyond the camera's buffers use it where a buffer offers it.
+public protocol SnapshotFrameBuffer: FrameBuffer {
+    /// A buffer of its own carrying this buffer's current frame, whatever this one carries next.
+    func snapshot() -> any FrameBuffer
+}
