@@ -106,7 +106,7 @@ struct HTTPAPITests {
         }
     }
 
-    @Test("POST /api/capture {\"at\"}: the held frame exposing at that instant (camera clock ns or ISO 8601 wall time), at once; older than the frames held 410, ahead or unreadable 422, with a bracket 400")
+    @Test("POST /api/capture {\"at\"}: the held frame exposing at that instant (camera clock ns or ISO 8601 wall time), at once; older than the frames held 410, ahead or unreadable 422; with a bracket, its step 1 is that frame when it carries step 1's exposure")
     func captureAt() async throws {
         try await withService(holding: .frames(4)) { service, _, access in
             let app = Application(router: HTTPAPI.router(service, access: access))
@@ -143,8 +143,20 @@ struct HTTPAPITests {
                         #expect(r.status == status && String(buffer: r.body).contains(says), "\(at): \(r.status) \(String(buffer: r.body))")
                     }
                 }
-                try await client.execute(uri: "/api/capture", method: .post, headers: json, body: ByteBuffer(string: #"{"at": \#(now.nanoseconds), "ev": [0]}"#)) { r in
-                    #expect(r.status == .badRequest && String(buffer: r.body).contains("single photo"), "\(String(buffer: r.body))")
+                // A bracket at a held frame's instant: step 1 is that frame when it carries step 1's
+                // exposure (here the metered one, EV 0), else every step is exposed after it.
+                let last = try #require(await service.session.heldFrames.last)
+                try await client.execute(uri: "/api/capture", method: .post, headers: json,
+                                         body: ByteBuffer(string: #"{"at": \#(inside(last).nanoseconds), "ev": [0, -1]}"#)) { r in
+                    #expect(r.status == .created, "\(String(buffer: r.body))")
+                    let body = try JSONDecoder().decode(CameraService.CaptureRecord.self, from: Data(buffer: r.body))
+                    let steps = body.report?.steps ?? []
+                    #expect(steps.count == 2 && body.zeroShutterLag != nil, "\(String(buffer: r.body))")
+                    if body.zeroShutterLag == true {
+                        #expect(steps.first?.sequence == Int(last.sequence), "\(String(buffer: r.body))")
+                    } else {
+                        #expect((body.exposureStartNs ?? 0) > inside(last).nanoseconds, "\(String(buffer: r.body))")
+                    }
                 }
             }
         }

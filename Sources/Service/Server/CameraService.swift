@@ -165,39 +165,39 @@ public actor CameraService {
         guard !formats.isEmpty else { throw ShutterbugError(.invalidArgument, "formats: give \"jpeg\", \"dng\" or both") }
         if r.ev != nil && r.exposuresUs != nil { throw ShutterbugError(.invalidArgument, "give ev or exposuresUs, not both") }
         if r.gain != nil && r.exposuresUs == nil { throw ShutterbugError(.invalidArgument, "gain goes with exposuresUs") }
+        var instant: SensorTime?
         if let at = r.at {
-            guard r.ev == nil && r.exposuresUs == nil else {
-                throw ShutterbugError(.invalidArgument, "at takes a single photo from the frames already exposed; a bracket's steps are frames still to come: give at, or ev or exposuresUs")
-            }
             guard let now else { throw ShutterbugError(.unsupported, "at needs the camera's clock") }
-            let instant: SensorTime
+            let t: SensorTime
             switch at {
-            case .camera(let t): instant = t
+            case .camera(let c): t = c
             case .wall(let text):
                 guard let w = FleetCommand.instant(text) else {
                     throw AtRefused(message: "at: an ISO 8601 time with a zone (2026-11-27T08:15:02.250Z) or nanoseconds on the camera's clock, not \"\(text.prefix(64))\"", gone: false)
                 }
-                instant = w - offset
+                t = w - offset
             }
-            guard atRange.contains(instant - now) else {
-                let d = instant - now
-                throw AtRefused(message: "at: \(instant) is \(d.millisecondsDescription) from the camera's clock (\(now)); accepted: the last 60 s to 1 s ahead\(d < .zero ? ", and only what the frames held reach" : "")", gone: d < .zero)
+            guard atRange.contains(t - now) else {
+                let d = t - now
+                throw AtRefused(message: "at: \(t) is \(d.millisecondsDescription) from the camera's clock (\(now)); accepted: the last 60 s to 1 s ahead\(d < .zero ? ", and only what the frames held reach" : "")", gone: d < .zero)
             }
-            return PhotoSettings(formats: formats, exposedAfter: instant, zeroShutterLag: true)
+            instant = t
         }
+        // With at, zero shutter lag: the frame exposing then, or a bracket's step 1 from it.
+        let zsl = instant != nil
         if let ev = r.ev {
             guard (1...9).contains(ev.count) else { throw ShutterbugError(.invalidArgument, "ev: 1 to 9 biases, not \(ev.count)") }
             for v in ev where !(v.isFinite && (-8...8).contains(v)) { throw ShutterbugError(.invalidArgument, "ev: each bias is -8...8 stops, not \(v)") }
-            return PhotoSettings(bracket: .exposureBias(ev), formats: formats)
+            return PhotoSettings(bracket: .exposureBias(ev), formats: formats, exposedAfter: instant, zeroShutterLag: zsl)
         }
         if let us = r.exposuresUs {
             guard (1...9).contains(us.count) else { throw ShutterbugError(.invalidArgument, "exposuresUs: 1 to 9 exposures, not \(us.count)") }
             for v in us where !(v.isFinite && (10...60_000_000).contains(v)) { throw ShutterbugError(.invalidArgument, "exposuresUs: each is 10...60000000 µs, not \(v)") }
             let g = r.gain ?? 1
             guard g.isFinite, (1...64).contains(g) else { throw ShutterbugError(.invalidArgument, "gain: 1...64, not \(g)") }
-            return PhotoSettings(bracket: .manualExposure(us.map { (Duration.nanoseconds(Int64($0 * 1000)), Gain(g)) }), formats: formats)
+            return PhotoSettings(bracket: .manualExposure(us.map { (Duration.nanoseconds(Int64($0 * 1000)), Gain(g)) }), formats: formats, exposedAfter: instant, zeroShutterLag: zsl)
         }
-        return PhotoSettings(formats: formats)
+        return PhotoSettings(formats: formats, exposedAfter: instant, zeroShutterLag: zsl)
     }
 
     /// Captures now and writes the files; returns what was written.
