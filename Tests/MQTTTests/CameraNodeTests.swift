@@ -20,7 +20,7 @@ struct CameraNodeTests {
     /// A service on `profile` joined to a fresh broker as node "cam"; `body` gets the link, a
     /// coordinator's client, its inbox and the output folder.
     func withNode(_ profile: SensorProfile = .imx477, sync: ClockSync = ClockSync(source: .chrony, synchronised: true, offsetNs: 20_000, errorBoundNs: 150_000),
-                  maxClockError: Duration? = nil, _ body: @Sendable (FleetLink, MQTTClient, Inbox, String) async throws -> Void) async throws {
+                  maxClockError: Duration? = nil, holding: HeldFrames = .none, _ body: @Sendable (FleetLink, MQTTClient, Inbox, String) async throws -> Void) async throws {
         let broker = try Broker()
         try await broker.start()
         let dir = NSTemporaryDirectory() + "sb-node-\(UUID().uuidString)"
@@ -29,7 +29,7 @@ struct CameraNodeTests {
         let cam = SimulatedCamera(profile: profile, options: SimulationOptions())
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
-        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5)
+        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5, holding: holding)
         let directory = try OutputDirectory(path: dir, reserve: 64 << 20)
         let writer = try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: profile))
         let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, sensorModes: cam.capabilities.sensorModes)
@@ -153,6 +153,30 @@ struct CameraNodeTests {
             #expect(Self.json(event)["ok"] as? Bool == true)
             #expect(await link.node.counts.performed == performed + 1 + (laterTaken ? 1 : 0))
             #expect(await link.node.counts.refused == 2 + lateRefusals + (laterTaken ? 0 : 1))
+        }
+    }
+
+    @Test("a node holding its newest frames (zero shutter lag) answers a capture at a wall instant just past with the frame that was exposing then: its exposure began at or before the instant; one older than 60 s is refused, saying what it reaches")
+    func captureJustPast() async throws {
+        try await withNode(holding: .frames(6)) { _, client, inbox, _ in
+            try await withDeadline(.seconds(30), "the node to hold frames") {
+                while true {
+                    let m = await inbox.next { $0.topic == "shutterbug/cam/state" }
+                    if (Self.json(m)["frame"] as? [String: Any])?["sequence"] is NSNumber { return }
+                }
+            }
+            // An instant just past (50 ms ago): within the frames held.
+            let at = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) - 50_000_000)
+            let reply = try await ask(client, inbox, #"{"id": "z1", "command": "capture", "at": "\#(Self.iso(at))"}"#, "z1")
+            #expect(reply["ok"] as? Bool == true, "\(reply)")
+            let result = try #require(reply["result"] as? [String: Any], "\(reply)")
+            let zsl = try #require(result["zeroShutterLag"] as? Bool, "\(result)")
+            let errorUs = try #require(result["errorUs"] as? Double, "\(result)")
+            // Covered: the exposure began at or before the instant (within the frame's exposure);
+            // otherwise the first frame exposed after it, and the reply says so.
+            #expect(zsl ? errorUs <= 0 : errorUs > 0, "\(result)")
+            let old = try await ask(client, inbox, #"{"id": "z2", "command": "capture", "at": "2020-01-01T00:00:00Z"}"#, "z2")
+            #expect(old["ok"] as? Bool == false && (old["error"] as? String)?.contains("the last 60 s") == true, "\(old)")
         }
     }
 

@@ -96,6 +96,17 @@ public struct CameraNode: FleetNodeService {
         guard let newest = await session.latestFrame, let period = newest.frameDuration else {
             throw ShutterbugError(.invalidState, "the camera has delivered no frame yet: a capture at an instant needs its frame timing")
         }
+        if await session.heldFramesCapacity > 0 {
+            let offset = TimelapseRun.wallOffset(newest)
+            if instant.nanoseconds <= (service.camera.now + offset).nanoseconds {
+                // An instant just past on a node that holds its newest frames (a zero-shutter-lag
+                // trigger in its configuration): the frame that was exposing then, as POST
+                // /api/capture {"at"} gives (a bracket's step 1 from it where it carries the step).
+                let settings = try CameraService.settings(for: .init(ev: ev, exposuresUs: exposuresUs, gain: gain, formats: formats, at: .camera(instant - offset)),
+                                                          now: service.camera.now, offset: offset)
+                return try report(await service.capture(settings), offset: offset, instant: instant, sync: await clock.read())
+            }
+        }
         let limits = service.camera.controlLimits
         guard limits.supported.isSuperset(of: [.exposureTime, .analogueGain]) else {
             throw ShutterbugError(.unsupported, "\(service.camera.info.id) has no exposure control (ExposureTime, AnalogueGain): it cannot take a capture at an instant")
@@ -114,8 +125,8 @@ public struct CameraNode: FleetNodeService {
         }
         let offset = TimelapseRun.wallOffset(newest)
         let now = service.camera.now + offset
-        let lead = Self.lead(framePeriod: period, firstExposure: steps[0].0)
         let sync = await clock.read()
+        let lead = Self.lead(framePeriod: period, firstExposure: steps[0].0)
         let target: SensorTime
         switch FleetCapturePlan.plan(at: instant, now: now, offset: offset, lead: lead, sync: sync, requireSync: requireSync, maxError: maxClockError) {
         case .failure(let refusal): throw ShutterbugError(.invalidState, refusal.description)
