@@ -127,6 +127,8 @@ public struct CaptureMachine: Sendable {
         /// whether it carries step 1; and the bracket's steps before the scheduler's (1 when
         /// step 1 is that frame).
         var heldStep: CompletedRequest?
+        /// Whether `heldStep` came from the frames held (else it came back during metering).
+        var heldStepWasHeld = false
         var stepOffset = 0
         /// A burst's next step to fill, and the newest frame it took.
         var burstNext = 0
@@ -534,6 +536,7 @@ public struct CaptureMachine: Sendable {
     private mutating func holdFrameForFirstStep() {
         guard captures[0].settings.zeroShutterLag, let instant = captures[0].settings.exposedAfter else { return }
         captures[0].heldStep = ring.takeCovering(instant)
+        captures[0].heldStepWasHeld = captures[0].heldStep != nil
         if captures[0].heldStep == nil {
             captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: "no frame held was exposing at the instant", fromHeldFrames: false)
         }
@@ -569,7 +572,7 @@ public struct CaptureMachine: Sendable {
             captures[0].resolved.adjustments.append("zero shutter lag: \(why); every step is a frame still to come, exposed after the trigger (put the step the camera is at first, e.g. --ev 0,-2,2)")
             return planned
         }
-        captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: true)
+        captures[0].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: captures[0].heldStepWasHeld)
         captures[0].resolved.adjustments.append("zero shutter lag: step 1 is frame \(m.sequence), exposing at the trigger, which carries step 1's settings (\(carried)); \(planned.count == 2 ? "step 2 is a frame" : "steps 2...\(planned.count) are frames") still to come")
         var step = planned[0].0
         step.actual = m
