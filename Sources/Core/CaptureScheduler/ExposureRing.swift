@@ -24,12 +24,13 @@ extension FrameMetadata {
 }
 
 /// Zero shutter lag's memory, as a pure value: the newest complete frames nobody took, held in
-/// place (each keeps its request slot, so nothing is copied) and given back as they age, so
-/// that a trigger's photo can be the frame that was exposing when its edge came, though that
-/// frame came back before the trigger was heard.
+/// place (each keeps its request slot, so nothing is copied) up to `inPlace`, beyond that as
+/// copies in a pool (the session copies them, `CaptureMachine.Action.pool`), and given back
+/// as they age, so that a trigger's photo can be the frame that was exposing when its edge
+/// came, though that frame came back before the trigger was heard.
 ///
 /// A frame leaves the ring once: taken by a capture (its hold passes to the photo) or pushed
-/// out by a newer one (its slot given back). No frame is handed out twice.
+/// out by a newer one (its slot, or its copy, given back). No frame is handed out twice.
 public struct ExposureRing: Sendable {
     /// The most frames held.
     public let capacity: Int
