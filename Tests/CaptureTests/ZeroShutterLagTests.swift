@@ -323,13 +323,21 @@ struct ZeroShutterLagTests {
         var short = config
         short.streams[0].bufferCount = 12
         #expect(plan.poolBytes(short) == 2 * short.streams[0].frameSize)
+        // The pool is process memory: it has a budget of its own, not the camera's (a Pi 4's CMA).
         do {
-            try plan.check(short, within: MemoryBudget(bytes: short.bufferBytes + short.streams[0].frameSize, source: "test"))
-            Issue.record("a pool over the budget, accepted")
+            try plan.check(short, within: MemoryBudget(bytes: short.bufferBytes, source: "test"), pool: MemoryBudget(bytes: short.streams[0].frameSize, source: "test pool"))
+            Issue.record("a pool over its budget, accepted")
         } catch let e as ShutterbugError {
-            #expect(e.message.contains("3 in the camera's buffers") && e.message.contains("2 copied into a pool of 35.3 MB"), "\(e.message)")
+            #expect(e.message.contains("3 in the camera's buffers") && e.message.contains("2 copied into a pool of 35.3 MB") && e.message.contains("SHUTTERBUG_POOL_BUDGET_MB"), "\(e.message)")
         }
-        try plan.check(short, within: MemoryBudget(bytes: short.bufferBytes + 2 * short.streams[0].frameSize, source: "test"))
+        try plan.check(short, within: MemoryBudget(bytes: short.bufferBytes, source: "test"), pool: MemoryBudget(bytes: 2 * short.streams[0].frameSize, source: "test pool"))
+        // A camera budget that holds the photos, the pipeline, the sink and 2 of the 5 frames: 2
+        // in place; one that does not even hold the photos: none fit, refused as before.
+        let frame = config.streams[0].frameSize
+        var fitted = plan
+        fitted.ringInPlaceLimit = fitted.fittingInPlace(config, within: MemoryBudget(bytes: (3 + RequestFeeder.pipelineDepth + 2 + 2) * frame + frame / 2, source: "test"))
+        #expect(fitted.ringInPlaceLimit == 2 && fitted.buffersPerStream == 3 + RequestFeeder.pipelineDepth + 2 + 2 && fitted.ringPooled(slots: fitted.buffersPerStream) == 3)
+        #expect(plan.fittingInPlace(config, within: MemoryBudget(bytes: 4 * frame, source: "test")) == nil)
     }
 
     @Test("a session holding frames: a capture at an instant inside a held frame's exposure takes that frame at once (its hold passes to the photo); the window is sized at the mode's fastest frame rate; too long a window is refused with the frames it would take")
@@ -426,8 +434,46 @@ struct ZeroShutterLagTests {
         }
         #expect(fromPool > 0, "no capture took a copy from the pool (\(taken) taken)")
         await session.stop()
+        // Released photos hand their slots back through a task hop.
+        try await withDeadline(.seconds(10), "every slot back after stop") { await session.waitUntilHeld(0) }
         let after = await session.slotLedger
         #expect(await session.photosHeld == 0, "every slot given back at stop: \(after)")
+    }
+
+    @Test("frames held that would take the camera's buffers over its memory budget (a Pi 4's CMA) are copies in the pool instead: the buffers asked for fit the budget, the rest of the ring is pooled, and captures take from it")
+    func poolForTheBudget() async throws {
+        var o = SimulationOptions()
+        o.clock = .virtual
+        let probe = SimulatedCamera(profile: .imx219, options: o)
+        let frame = try await CaptureSession(backend: probe).prepare(streams: [StreamRequest(role: .video)], preparedBracketCount: 1).streams[0].frameSize
+        probe.release()
+        let cam = SimulatedCamera(profile: .imx219, options: o)
+        defer { cam.release() }
+        // Room for the photo, the pipeline and 3 frames held, of the 8 asked for.
+        let budget = MemoryBudget(bytes: (1 + RequestFeeder.pipelineDepth + 3) * frame + frame / 2, source: "a small CMA pool")
+        let session = CaptureSession(backend: cam, memoryBudget: budget, poolBudget: MemoryBudget(bytes: 64 * frame, source: "test"))
+        let config = try await session.start(stream: StreamRequest(role: .video), preparedBracketCount: 1, holding: .frames(8))
+        #expect(config.bufferBytes <= budget.bytes && config.streams[0].bufferCount == 1 + RequestFeeder.pipelineDepth + 3, "\(config.bufferDescription)")
+        let pooled = await session.heldFramesPooled
+        #expect(await session.heldFramesCapacity == 8 && pooled.frames == 5 && pooled.bytes == 5 * frame, "\(pooled)")
+        // Frames flow while photos are asked for; those nobody took are held, copies beyond 3.
+        for _ in 0..<6 { _ = try await record(session.capture(PhotoSettings())) }
+        let held = await session.heldFrames
+        let target = try #require(held.dropLast().last)
+        let r = try await record(session.capture(PhotoSettings(exposedAfter: target.exposureStart! + target.exposureTime! / 2, zeroShutterLag: true)))
+        #expect(r.photos.map(\.metadata.sequence) == [target.sequence] && r.resolved?.zeroShutterLag?.covered == true)
+        await session.stop()
+        // Released photos hand their slots back through a task hop.
+        try await withDeadline(.seconds(10), "every slot back after stop") { await session.waitUntilHeld(0) }
+        // A pool over its own budget is refused before anything is allocated, naming both.
+        let cam2 = SimulatedCamera(profile: .imx219, options: o)
+        defer { cam2.release() }
+        do {
+            try await CaptureSession(backend: cam2, memoryBudget: budget, poolBudget: MemoryBudget(bytes: frame, source: "a tiny pool")).start(stream: StreamRequest(role: .video), preparedBracketCount: 1, holding: .frames(8))
+            Issue.record("a pool of 5 frames over a 1-frame budget was accepted")
+        } catch let e as ShutterbugError {
+            #expect(e.message.contains("5 copied into a pool") && e.message.contains("a tiny pool"), "\(e.message)")
+        }
     }
 
     @Test("pre-capture windows: counted at the frame rate the camera runs at (fewer frames when auto exposure slows it), never more than the buffers hold at the mode's fastest; held frames are the window and two more; a window too long for 32 frames is refused, naming them")

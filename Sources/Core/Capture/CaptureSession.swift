@@ -28,6 +28,7 @@ public actor CaptureSession {
 
     /// The most the configuration's buffers may take.
     public nonisolated let memoryBudget: MemoryBudget
+    public nonisolated let poolBudget: MemoryBudget
     // The session's state below is the actor's own: only its isolation reaches it, one runner
     // at a time, so Swift's run-time exclusivity check on each access (a `swift_beginAccess`
     // and a thread-local lookup, some 30 per frame) guards nothing the isolation does not: 1.5
@@ -59,18 +60,22 @@ public actor CaptureSession {
     ///   - timing: the camera's timing for the configuration `start` settles on; default the
     ///     backend's own (`CameraBackend.timing`).
     ///   - memoryBudget: the most the buffers may take; a configuration over it is refused
-    ///     before anything is allocated. Default `MemoryBudget.system()`.
+    ///     before anything is allocated (frames held for zero shutter lag that do not fit are
+    ///     copied into a pool instead). Default `MemoryBudget.system()`.
+    ///   - poolBudget: the most those copies may take (process memory). Default
+    ///     `MemoryBudget.pool()`.
     ///   - executor: the thread the session runs on; default the camera's own
     ///     (`CameraBackend.executor`: on libcamera, the thread that hears its completions),
     ///     else Swift's cooperative pool.
     public init(backend: any CameraBackend, clock: (@Sendable () -> SensorTime)? = nil,
                 timing: (@Sendable (CameraConfiguration) -> CameraTiming)? = nil,
-                memoryBudget: MemoryBudget = .system(), executor: (any CameraEventLoop)? = nil) {
+                memoryBudget: MemoryBudget = .system(), poolBudget: MemoryBudget = .pool(), executor: (any CameraEventLoop)? = nil) {
         self.backend = backend
         self.eventLoop = executor ?? backend.executor
         self.camera = CameraTraits(now: clock ?? { [backend] in backend.now }, timing: timing ?? { [backend] _ in backend.timing },
                                    framesOnTriggerOnly: backend.framesOnTriggerOnly, pacesByDemand: backend.pacesByDemand)
         self.memoryBudget = memoryBudget
+        self.poolBudget = poolBudget
     }
 
     /// The configuration in force, once prepared.
@@ -180,7 +185,14 @@ public actor CaptureSession {
             plan = try BufferPlan(bracketCount: preparedBracketCount, sinks: sinks.count, framesPerSink: framesPerSink, holding: held, bursts: bursts, period: camera.timing(config).everyFramePeriod)
             config = try backend.configure(plan.requests(streams))
         }
-        try plan.check(config, within: memoryBudget)
+        if config.bufferBytes > memoryBudget.bytes, let n = plan.fittingInPlace(config, within: memoryBudget), n < plan.ringFrames {
+            // The camera's buffers with every frame held in place are over the budget (a Pi 4's
+            // CMA pool): as many held in place as fit, the rest copied into the pool, which
+            // process memory holds.
+            plan.ringInPlaceLimit = n
+            config = try backend.configure(plan.requests(streams))
+        }
+        try plan.check(config, within: memoryBudget, pool: poolBudget)
         let slots = try backend.allocate()
         // The frames held that the camera's buffers cannot spare beside the photos, the
         // pipeline and the sinks are copied into the pool.

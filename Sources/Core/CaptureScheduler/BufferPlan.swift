@@ -12,6 +12,10 @@ public struct BufferPlan: Sendable, Hashable {
     public let sinkBuffers: Int
     /// Buffers per stream held for zero shutter lag (the newest frames, in place).
     public let ringFrames: Int
+    /// The most of them held in the camera's buffers, where the budget holds fewer than all
+    /// (`fittingInPlace`); the rest are copies in the pool. Nil: all, as far as the camera
+    /// allocates buffers.
+    public var ringInPlaceLimit: Int?
 
     /// The most frames a zero-shutter-lag ring may hold.
     public static let ringRange = 0...32
@@ -52,7 +56,17 @@ public struct BufferPlan: Sendable, Hashable {
     }
 
     /// The buffers each stream asks for.
-    public var buffersPerStream: Int { bracketCount + RequestFeeder.pipelineDepth + sinkBuffers + ringFrames }
+    public var buffersPerStream: Int { bracketCount + RequestFeeder.pipelineDepth + sinkBuffers + min(ringFrames, ringInPlaceLimit ?? ringFrames) }
+
+    /// The most frames held in place that keep `config`'s buffers (a frame of every stream per
+    /// slot) within `budget`, beside the photos, the pipeline and the sinks; nil when not even
+    /// those fit.
+    public func fittingInPlace(_ config: CameraConfiguration, within budget: MemoryBudget) -> Int? {
+        let perSlot = config.streams.reduce(0) { $0 + $1.frameSize }
+        guard perSlot > 0 else { return nil }
+        let n = budget.bytes / perSlot - RequestFeeder.pipelineDepth - sinkBuffers - bracketCount
+        return n >= 0 ? min(n, ringFrames) : nil
+    }
 
     /// The streams, each asking for `buffersPerStream`.
     public func requests(_ streams: [StreamRequest]) -> [StreamRequest] {
@@ -66,7 +80,7 @@ public struct BufferPlan: Sendable, Hashable {
     /// Of the frames held for zero shutter lag, those the camera's buffers can spare once it
     /// allocated `slots` per stream (it may allocate fewer than asked): what is left beside
     /// the bracket's photos, the pipeline and the sinks. The rest are copied into a pool.
-    public func ringInPlace(slots: Int) -> Int { max(0, min(ringFrames, slots - RequestFeeder.pipelineDepth - sinkBuffers - bracketCount)) }
+    public func ringInPlace(slots: Int) -> Int { max(0, min(ringFrames, ringInPlaceLimit ?? ringFrames, slots - RequestFeeder.pipelineDepth - sinkBuffers - bracketCount)) }
 
     /// Frames held as copies in the pool, once the camera allocated `slots` per stream.
     public func ringPooled(slots: Int) -> Int { ringFrames - ringInPlace(slots: slots) }
@@ -77,14 +91,14 @@ public struct BufferPlan: Sendable, Hashable {
         return ringPooled(slots: slots) * config.streams.reduce(0) { $0 + $1.frameSize }
     }
 
-    /// Refuses a configuration whose buffers, and the pool of copies of the frames held beyond
-    /// them, would take more than `budget`, naming the bytes of each and what to ask for
-    /// instead.
-    public func check(_ config: CameraConfiguration, within budget: MemoryBudget) throws {
+    /// Refuses a configuration whose buffers would take more than `budget` (the camera's: a
+    /// Pi 4's CMA pool), or whose copies of the frames held beyond them more than `pool`
+    /// (process memory), naming the bytes of each and what to ask for instead.
+    public func check(_ config: CameraConfiguration, within budget: MemoryBudget, pool poolBudget: MemoryBudget? = nil) throws {
         let pool = poolBytes(config)
-        if pool > 0, config.bufferBytes + pool > budget.bytes {
+        if pool > 0, let poolBudget, pool > poolBudget.bytes {
             let slots = config.streams.map(\.bufferCount).min() ?? 0
-            throw ShutterbugError(.invalidArgument, "holding \(ringFrames) frames for zero shutter lag takes \(ringInPlace(slots: slots)) in the camera's buffers (\(config.bufferDescription)) and \(ringPooled(slots: slots)) copied into a pool of \(MemoryBudget.megabytes(pool)): \(MemoryBudget.megabytes(config.bufferBytes + pool)) in all, over the memory budget of \(budget); ask for fewer frames held (--hold, --pre), a smaller size or fewer streams, or set SHUTTERBUG_MEMORY_BUDGET_MB")
+            throw ShutterbugError(.invalidArgument, "holding \(ringFrames) frames for zero shutter lag takes \(ringInPlace(slots: slots)) in the camera's buffers (\(config.bufferDescription)) and \(ringPooled(slots: slots)) copied into a pool of \(MemoryBudget.megabytes(pool)), over the pool's budget of \(poolBudget); ask for fewer frames held (--hold, --pre), a smaller size or fewer streams, or set SHUTTERBUG_POOL_BUDGET_MB")
         }
         guard config.bufferBytes > budget.bytes else { return }
         let sinks = sinkBuffers > 0 ? ", \(sinkBuffers) for sinks" : ""

@@ -22,6 +22,19 @@ extension MemoryBudget {
         return MemoryBudget(bytes: 512 << 20, source: "the default (no /proc/meminfo)")
     }
 
+    /// The most the copies of frames held for zero shutter lag may take (process memory, not
+    /// the camera's buffers: on a Pi 4 not the CMA pool): `SHUTTERBUG_POOL_BUDGET_MB`, else half
+    /// the memory available.
+    public static func pool(environment: [String: String] = Self.environment) -> MemoryBudget {
+        if let text = environment["SHUTTERBUG_POOL_BUDGET_MB"], let mb = Int(text), (1...1_048_576).contains(mb) {
+            return MemoryBudget(bytes: mb << 20, source: "SHUTTERBUG_POOL_BUDGET_MB")
+        }
+        if let available = meminfo()["MemAvailable"] {
+            return MemoryBudget(bytes: available / 2, source: "half the \(Self.megabytes(available)) of memory available")
+        }
+        return MemoryBudget(bytes: 512 << 20, source: "the default (no /proc/meminfo)")
+    }
+
     /// What is wrong with `SHUTTERBUG_MEMORY_BUDGET_MB` when it is set but unusable (it is
     /// then ignored), for a command to say; `nil` when unset or fine.
     public static func environmentProblem(environment: [String: String] = Self.environment) -> String? {
@@ -32,7 +45,9 @@ extension MemoryBudget {
 
     public static var environment: [String: String] {
         var out: [String: String] = [:]
-        if let v = getenv("SHUTTERBUG_MEMORY_BUDGET_MB") { out["SHUTTERBUG_MEMORY_BUDGET_MB"] = String(cString: v) }
+        for name in ["SHUTTERBUG_MEMORY_BUDGET_MB", "SHUTTERBUG_POOL_BUDGET_MB"] {
+            if let v = getenv(name) { out[name] = String(cString: v) }
+        }
         return out
     }
 
