@@ -138,7 +138,12 @@ struct HTTPAPITests {
                 for (at, status, says) in [("\((now - .seconds(30)).nanoseconds)", HTTPResponse.Status.gone, "oldest"),
                                            ("\((now - .seconds(120)).nanoseconds)", .gone, "the last 60 s"),
                                            ("\((now + .seconds(5)).nanoseconds)", .unprocessableContent, "1 s ahead"),
-                                           (#""yesterday""#, .unprocessableContent, "ISO 8601")] {
+                                           (#""yesterday""#, .unprocessableContent, "ISO 8601"),
+                                           // The clock's extremes: refused, not an overflow.
+                                           ("\(Int64.min)", .gone, "the last 60 s"), ("\(Int64.max)", .unprocessableContent, "1 s ahead"),
+                                           (#""9999-12-31T23:59:59Z""#, .unprocessableContent, "ISO 8601"), (#""2200-01-01T00:00:00Z""#, .unprocessableContent, "1 s ahead"),
+                                           // A field out of range is a 400 whatever the instant.
+                                           (#""2000-01-01T00:00:00Z", "exposuresUs": [10], "gain": 65"#, .badRequest, "gain: 1...64")] {
                     try await client.execute(uri: "/api/capture", method: .post, headers: json, body: ByteBuffer(string: #"{"at": \#(at)}"#)) { r in
                         #expect(r.status == status && String(buffer: r.body).contains(says), "\(at): \(r.status) \(String(buffer: r.body))")
                     }

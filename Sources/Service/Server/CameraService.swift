@@ -165,6 +165,21 @@ public actor CameraService {
         guard !formats.isEmpty else { throw ShutterbugError(.invalidArgument, "formats: give \"jpeg\", \"dng\" or both") }
         if r.ev != nil && r.exposuresUs != nil { throw ShutterbugError(.invalidArgument, "give ev or exposuresUs, not both") }
         if r.gain != nil && r.exposuresUs == nil { throw ShutterbugError(.invalidArgument, "gain goes with exposuresUs") }
+        // The bracket's fields first: a request with a field out of range is a 400 whatever its
+        // "at" (a 410 for an old instant would hide the bad field).
+        var bracket: BracketSettings?
+        if let ev = r.ev {
+            guard (1...9).contains(ev.count) else { throw ShutterbugError(.invalidArgument, "ev: 1 to 9 biases, not \(ev.count)") }
+            for v in ev where !(v.isFinite && (-8...8).contains(v)) { throw ShutterbugError(.invalidArgument, "ev: each bias is -8...8 stops, not \(v)") }
+            bracket = .exposureBias(ev)
+        }
+        if let us = r.exposuresUs {
+            guard (1...9).contains(us.count) else { throw ShutterbugError(.invalidArgument, "exposuresUs: 1 to 9 exposures, not \(us.count)") }
+            for v in us where !(v.isFinite && (10...60_000_000).contains(v)) { throw ShutterbugError(.invalidArgument, "exposuresUs: each is 10...60000000 µs, not \(v)") }
+            let g = r.gain ?? 1
+            guard g.isFinite, (1...64).contains(g) else { throw ShutterbugError(.invalidArgument, "gain: 1...64, not \(g)") }
+            bracket = .manualExposure(us.map { (Duration.nanoseconds(Int64($0 * 1000)), Gain(g)) })
+        }
         var instant: SensorTime?
         if let at = r.at {
             guard let now else { throw ShutterbugError(.unsupported, "at needs the camera's clock") }
@@ -172,32 +187,22 @@ public actor CameraService {
             switch at {
             case .camera(let c): t = c
             case .wall(let text):
-                guard let w = FleetCommand.instant(text) else {
+                // Checked: a wall time centuries away is out of range, not an overflow.
+                guard let w = FleetCommand.instant(text), case (let n, false) = w.nanoseconds.subtractingReportingOverflow(offset.nanoseconds) else {
                     throw AtRefused(message: "at: an ISO 8601 time with a zone (2026-11-27T08:15:02.250Z) or nanoseconds on the camera's clock, not \"\(text.prefix(64))\"", gone: false)
                 }
-                t = w - offset
+                t = SensorTime(nanoseconds: n)
             }
-            guard atRange.contains(t - now) else {
-                let d = t - now
-                throw AtRefused(message: "at: \(t) is \(d.millisecondsDescription) from the camera's clock (\(now)); accepted: the last 60 s to 1 s ahead\(d < .zero ? ", and only what the frames held reach" : "")", gone: d < .zero)
+            let (d, overflow) = t.nanoseconds.subtractingReportingOverflow(now.nanoseconds)
+            guard !overflow, atRange.contains(.nanoseconds(d)) else {
+                let away = overflow ? "" : " is \(Duration.nanoseconds(d).millisecondsDescription) from the camera's clock (\(now))"
+                let past = overflow ? t < now : d < 0
+                throw AtRefused(message: "at: \(t)\(away); accepted: the last 60 s to 1 s ahead\(past ? ", and only what the frames held reach" : "")", gone: past)
             }
             instant = t
         }
         // With at, zero shutter lag: the frame exposing then, or a bracket's step 1 from it.
-        let zsl = instant != nil
-        if let ev = r.ev {
-            guard (1...9).contains(ev.count) else { throw ShutterbugError(.invalidArgument, "ev: 1 to 9 biases, not \(ev.count)") }
-            for v in ev where !(v.isFinite && (-8...8).contains(v)) { throw ShutterbugError(.invalidArgument, "ev: each bias is -8...8 stops, not \(v)") }
-            return PhotoSettings(bracket: .exposureBias(ev), formats: formats, exposedAfter: instant, zeroShutterLag: zsl)
-        }
-        if let us = r.exposuresUs {
-            guard (1...9).contains(us.count) else { throw ShutterbugError(.invalidArgument, "exposuresUs: 1 to 9 exposures, not \(us.count)") }
-            for v in us where !(v.isFinite && (10...60_000_000).contains(v)) { throw ShutterbugError(.invalidArgument, "exposuresUs: each is 10...60000000 µs, not \(v)") }
-            let g = r.gain ?? 1
-            guard g.isFinite, (1...64).contains(g) else { throw ShutterbugError(.invalidArgument, "gain: 1...64, not \(g)") }
-            return PhotoSettings(bracket: .manualExposure(us.map { (Duration.nanoseconds(Int64($0 * 1000)), Gain(g)) }), formats: formats, exposedAfter: instant, zeroShutterLag: zsl)
-        }
-        return PhotoSettings(formats: formats, exposedAfter: instant, zeroShutterLag: zsl)
+        return PhotoSettings(bracket: bracket, formats: formats, exposedAfter: instant, zeroShutterLag: instant != nil)
     }
 
     /// Captures now and writes the files; returns what was written.
