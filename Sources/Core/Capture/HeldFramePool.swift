@@ -46,11 +46,6 @@ struct HeldFramePool {
     }
 }
 
-extension FrameBuffer {
-    /// Bytes from the buffer's start to the end of its last plane.
-    var extent: Int { planes.map { $0.offset + $0.length }.max() ?? 0 }
-}
-
 /// One stream's buffer of a pooled frame: process memory, the frame's layout copied with it.
 final class PooledFrameBuffer: FrameBuffer, @unchecked Sendable {
     let capacity: Int

@@ -214,8 +214,6 @@ public struct CaptureMachine: Sendable {
     public var heldFrames: [FrameMetadata] { ring.frames.map(\.metadata) }
     /// The most frames held for zero-shutter-lag captures.
     public var heldFramesCapacity: Int { ring.capacity }
-    /// Of those, the most held in the camera's buffers (the rest are copies in the pool).
-    public var heldFramesInPlace: Int { ring.inPlace }
     /// The frames held now as copies in the pool, oldest first.
     public var heldFramesInPool: [FrameMetadata] { ring.frames.filter { ExposureRing.isPooled($0.slot) }.map(\.metadata) }
 
@@ -556,7 +554,7 @@ public struct CaptureMachine: Sendable {
     /// instant when that frame carries step 1's settings (so the bracket begins before the
     /// edge was heard); otherwise it goes back and every step is a frame still to come, the
     /// resolved settings saying why. Returns the steps left for the scheduler.
-    private mutating func firstStepFromHeldFrame(_ planned: [(ResolvedStep, BracketScheduler.Step)], now: SensorTime) -> [(ResolvedStep, BracketScheduler.Step)] {
+    private mutating func firstStepFromHeldFrame(_ planned: [(ResolvedStep, BracketScheduler.Step)]) -> [(ResolvedStep, BracketScheduler.Step)] {
         guard captures[0].settings.zeroShutterLag, let instant = captures[0].settings.exposedAfter, !planned.isEmpty else { return planned }
         guard let c = captures[0].heldStep else {
             captures[0].resolved.adjustments.append("zero shutter lag: no frame held was exposing at the trigger; every step is a frame still to come, exposed after it")
@@ -628,7 +626,7 @@ public struct CaptureMachine: Sendable {
             return
         }
         captures[0].resolved.steps = planned.map(\.0)
-        let rest = firstStepFromHeldFrame(planned, now: now)
+        let rest = firstStepFromHeldFrame(planned)
         if let (held, step) = captures[0].photos[0], captures[0].stepOffset > 0 {
             captures[0].resolved.steps[0] = step
             guard !rest.isEmpty else {

@@ -21,7 +21,7 @@ public struct FrameCopy: Sendable {
         height = buffer.height
         format = buffer.pixelFormat
         planes = buffer.planes
-        let length = planes.map { $0.offset + $0.length }.max() ?? 0
+        let length = buffer.extent
         bytes = buffer.withUnsafeBytes { Array($0.prefix(length)) }
     }
 

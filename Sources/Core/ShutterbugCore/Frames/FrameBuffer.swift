@@ -33,6 +33,10 @@ public protocol FrameBuffer: AnyObject, Sendable {
 
 extension FrameBuffer {
     public func prepareContents() {}
+
+    /// Bytes from the buffer's start to the end of its last plane (what a copy of the frame
+    /// takes).
+    public var extent: Int { planes.map { $0.offset + $0.length }.max() ?? 0 }
 }
 
 /// A buffer that can hand out a copy of the frame it carries more cheaply than by copying its
