@@ -358,6 +358,13 @@ public actor CaptureSession {
     // MARK: Frames
 
     func handle(_ c: CompletedRequest) {
+        // A completion already on its way when `stop` ran (the pump resumed with it and waited
+        // for the actor behind `stop`): nothing holds it now, not the ring `stop` emptied, so
+        // its slot is spare rather than held for good.
+        guard life.running else {
+            _ = feeder.completed(c, holders: 0)
+            return
+        }
         // Time is the camera's. A camera that paces its frames by demand (virtual time) has a
         // clock that jumps over a stall, so no tick sees the stall pass: a frame that comes
         // after a gap lets the machines judge the gap before they take it, and progress is
