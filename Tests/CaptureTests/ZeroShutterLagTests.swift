@@ -374,10 +374,11 @@ struct ZeroShutterLagTests {
         }
     }
 
-    @Test("frames held beyond what the camera's buffers spare are copies in a pool: 14 held on a 16-buffer camera keep 11 in place and copy 3; a capture at an instant inside a copied frame gets the copy (process memory, the frame's own picture); every slot and copy comes back")
-    func pooledHeldFrames() async throws {
+    @Test("frames held beyond what the camera's buffers spare are copies in a pool: 14 held on a 16-buffer camera keep 11 in place and copy 3; a capture at an instant inside a copied frame gets the copy (process memory, the frame's own picture); every slot and copy comes back; the copies as the simulated camera's recipes, or as bytes copied on the copier's thread (a real camera's path: the slot back once they are in)", arguments: [true, false])
+    func pooledHeldFrames(recipes: Bool) async throws {
         var o = SimulationOptions()
         o.clock = .realTime
+        o.snapshotCopies = recipes
         let cam = SimulatedCamera(profile: .imx219, options: o)
         defer { cam.release() }
         let session = CaptureSession(backend: cam)

@@ -297,7 +297,9 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             let slots = streams.map(\.bufferCount).min()!
             slotBuffers = try (0..<slots).map { _ in
                 try streams.map { s in
-                    try SimulatedFrameBuffer(layout: SimulatedBufferLayout(width: s.width, height: s.height, format: s.pixelFormat), profile: profile, renderer: renderer)
+                    let b = try SimulatedFrameBuffer(layout: SimulatedBufferLayout(width: s.width, height: s.height, format: s.pixelFormat), profile: profile, renderer: renderer)
+                    b.snapshots = options.snapshotCopies
+                    return b
                 }
             }
             slotBoxes = slotBuffers.map { $0.map { $0 as any FrameBuffer } }

@@ -56,6 +56,8 @@ final class SimulatedFrameBuffer: SnapshotFrameBuffer, @unchecked Sendable {
     private let dmabuf: Int32?
     private let renderer: SceneRenderer
     var recipe: SimulatedPipeline.FrameRecipe?
+    /// Whether `snapshot` hands out recipes.
+    var snapshots = true
     fileprivate var rendered: SimulatedPipeline.FrameRecipe?
 
     init(layout: SimulatedBufferLayout, profile: SensorProfile, renderer: SceneRenderer, dmaHeap: Bool = true) throws {
@@ -104,9 +106,10 @@ final class SimulatedFrameBuffer: SnapshotFrameBuffer, @unchecked Sendable {
     /// The frame's recipe in a buffer of its own, rendered when first read (a pool's copy of a
     /// frame held for zero shutter lag costs nothing until it is looked at, as the frame
     /// itself did).
-    func snapshot() -> any FrameBuffer {
-        guard let buffer = try? SimulatedFrameBuffer(layout: layout, profile: profile, renderer: renderer, dmaHeap: false) else {
-            return self
+    /// None when the camera was told to let the pool copy bytes (`SimulationOptions.snapshotCopies`).
+    func snapshot() -> (any FrameBuffer)? {
+        guard snapshots, let buffer = try? SimulatedFrameBuffer(layout: layout, profile: profile, renderer: renderer, dmaHeap: false) else {
+            return nil
         }
         buffer.recipe = recipe
         if let recipe, rendered == recipe {

@@ -73,6 +73,10 @@ public struct SimulationOptions: Hashable, Sendable {
     /// with `trigger_mode=1`): the sensor does not free-run; each `SimulatedCamera.pulse`
     /// exposes one frame, from the pulse's start for its width plus the sensor's offset.
     public var externalTrigger = false
+    /// Frames held for zero shutter lag beyond the buffers are given to the pool as recipes,
+    /// rendered when first read (cheap, as the frames themselves are). Off, the pool copies
+    /// their bytes, as it must a real camera's buffers (for tests of that path).
+    public var snapshotCopies = true
     public var faults = Faults()
 
     public init() {}

@@ -52,6 +52,10 @@ public actor CaptureSession {
     @exclusivity(unchecked) var seen = FrameTally()
     /// Copies of the frames held beyond what the camera's buffers can spare.
     @exclusivity(unchecked) var pool = HeldFramePool()
+    /// Where the pool's copies are made: a thread of its own, off the actor.
+    let copier = PoolCopier()
+
+    deinit { copier.finish() }
 
     /// - Parameters:
     ///   - clock: the time the bracket scheduler judges stalls by; default the camera's own
@@ -85,7 +89,10 @@ public actor CaptureSession {
     public var timing: CameraTiming { machine.timing }
 
     /// Every completed frame's metadata from now on, for monitoring. Keeps the newest
-    /// `buffering` frames if the reader falls behind; never slows capture.
+    /// `buffering` frames if the reader falls behind; never slows capture. It watches and does
+    /// not ask: on a camera that paces its frames by demand (the simulated camera in virtual
+    /// time) frames come only while a capture, a lock, a trigger or a request monitor
+    /// (`requests(count:)`) waits on them, so a loop over this stream alone waits for ever there.
     public func frames(buffering: Int = 256) -> AsyncStream<FrameMetadata> {
         let (stream, c) = AsyncStream<FrameMetadata>.makeStream(bufferingPolicy: .bufferingNewest(buffering))
         fanOut.observe(c)
@@ -301,6 +308,9 @@ public actor CaptureSession {
         guard life.running else { return }
         life.running = false
         for slot in machine.dropRetained() { returnSlot(slot) }
+        // Copies still reading the camera's buffers finish before the camera stops (their
+        // slots come back through a task hop, as released photos' do).
+        copier.finish()
         try? backend.stop()
         switch life.delivery {
         case .direct: backend.completions.endDirectConsumer()
@@ -462,9 +472,14 @@ public actor CaptureSession {
         case .failed(let id, let error): waiters.captures.removeValue(forKey: id)?.finish(throwing: error)
         case .release(let slot): returnSlot(slot)
         case .pool(let frame, let id):
-            // Copied before its slot is queued again; then the slot goes back.
-            pool.copy(frame, id: id)
-            returnSlot(frame.slot)
+            // Copied before its slot is queued again; then the slot goes back. The bytes are
+            // copied off the actor; a photo of the copy made meanwhile waits for them.
+            let slot = frame.slot
+            if let copy = pool.copy(frame, id: id) {
+                copier.run(copy) { [weak self] in Task { await self?.returnSlot(slot) } }
+            } else {
+                returnSlot(slot)
+            }
         case .restoreBaseline: feeder.enqueue(machine.baseline)
         case .triggered(let id, let instant, let frame):
             let p = photo(frame, step: ResolvedStep(index: 0, requested: "frame exposed after \(instant)", planned: StepTarget(), actual: frame.metadata))

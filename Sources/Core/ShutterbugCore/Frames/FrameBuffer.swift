@@ -43,6 +43,7 @@ extension FrameBuffer {
 /// bytes (the simulated camera's: a recipe it renders when first read). Copies of frames held
 /// for zero shutter lag beyond the camera's buffers use it where a buffer offers it.
 public protocol SnapshotFrameBuffer: FrameBuffer {
-    /// A buffer of its own carrying this buffer's current frame, whatever this one carries next.
-    func snapshot() -> any FrameBuffer
+    /// A buffer of its own carrying this buffer's current frame, whatever this one carries next;
+    /// nil when none can be had (the bytes are then copied, as any buffer's are).
+    func snapshot() -> (any FrameBuffer)?
 }
