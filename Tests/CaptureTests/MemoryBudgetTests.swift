@@ -36,6 +36,11 @@ struct MemoryBudgetTests {
         #expect(bad.source != "SHUTTERBUG_MEMORY_BUDGET_MB", "an unusable value is ignored")
         let problem = try #require(MemoryBudget.environmentProblem(environment: ["SHUTTERBUG_MEMORY_BUDGET_MB": "-5"]))
         #expect(problem.contains("1...1048576") && problem.contains("'-5'") && problem.contains("ignored"))
+        // The pool's budget is read and checked the same way.
+        #expect(MemoryBudget.pool(environment: ["SHUTTERBUG_POOL_BUDGET_MB": "64"]).bytes == 64 << 20)
+        #expect(MemoryBudget.pool(environment: ["SHUTTERBUG_POOL_BUDGET_MB": "nan"]).source != "SHUTTERBUG_POOL_BUDGET_MB")
+        let pool = try #require(MemoryBudget.environmentProblem(environment: ["SHUTTERBUG_POOL_BUDGET_MB": "0"]), "an unusable pool budget is said, not silently ignored")
+        #expect(pool.contains("SHUTTERBUG_POOL_BUDGET_MB") && pool.contains("'0'") && pool.contains("available"), "\(pool)")
         let machine = MemoryBudget.system(environment: [:])
         #expect(machine.bytes > 0)
         #expect(machine.source.contains("CMA") || machine.source.contains("available"), "\(machine)")

@@ -9,7 +9,7 @@ extension MemoryBudget {
     /// Pi 4's buffers come from it), less a quarter for the display and codecs; else half the
     /// memory available now.
     public static func system(environment: [String: String] = Self.environment) -> MemoryBudget {
-        if let text = environment["SHUTTERBUG_MEMORY_BUDGET_MB"], let mb = Int(text), (1...1_048_576).contains(mb) {
+        if let mb = megabytes("SHUTTERBUG_MEMORY_BUDGET_MB", in: environment) {
             return MemoryBudget(bytes: mb << 20, source: "SHUTTERBUG_MEMORY_BUDGET_MB")
         }
         let info = meminfo()
@@ -26,7 +26,7 @@ extension MemoryBudget {
     /// the camera's buffers: on a Pi 4 not the CMA pool): `SHUTTERBUG_POOL_BUDGET_MB`, else half
     /// the memory available.
     public static func pool(environment: [String: String] = Self.environment) -> MemoryBudget {
-        if let text = environment["SHUTTERBUG_POOL_BUDGET_MB"], let mb = Int(text), (1...1_048_576).contains(mb) {
+        if let mb = megabytes("SHUTTERBUG_POOL_BUDGET_MB", in: environment) {
             return MemoryBudget(bytes: mb << 20, source: "SHUTTERBUG_POOL_BUDGET_MB")
         }
         if let available = meminfo()["MemAvailable"] {
@@ -35,12 +35,22 @@ extension MemoryBudget {
         return MemoryBudget(bytes: 512 << 20, source: "the default (no /proc/meminfo)")
     }
 
-    /// What is wrong with `SHUTTERBUG_MEMORY_BUDGET_MB` when it is set but unusable (it is
-    /// then ignored), for a command to say; `nil` when unset or fine.
+    /// The megabytes accepted for a budget's variable.
+    static let megabyteRange = 1...1_048_576
+
+    /// `name`'s value when it is a whole number of MB in `megabyteRange`.
+    static func megabytes(_ name: String, in environment: [String: String]) -> Int? {
+        environment[name].flatMap { Int($0) }.flatMap { megabyteRange.contains($0) ? $0 : nil }
+    }
+
+    /// What is wrong with `SHUTTERBUG_MEMORY_BUDGET_MB` or `SHUTTERBUG_POOL_BUDGET_MB` when set
+    /// but unusable (each is then ignored), for a command to say; `nil` when unset or fine.
     public static func environmentProblem(environment: [String: String] = Self.environment) -> String? {
-        guard let text = environment["SHUTTERBUG_MEMORY_BUDGET_MB"] else { return nil }
-        if let mb = Int(text), (1...1_048_576).contains(mb) { return nil }
-        return "SHUTTERBUG_MEMORY_BUDGET_MB must be a whole number of MB in 1...1048576, not '\(text)'; ignored, using \(system(environment: [:]))"
+        let problems = [("SHUTTERBUG_MEMORY_BUDGET_MB", { system(environment: [:]) }), ("SHUTTERBUG_POOL_BUDGET_MB", { pool(environment: [:]) })].compactMap { name, fallback -> String? in
+            guard let text = environment[name], megabytes(name, in: environment) == nil else { return nil }
+            return "\(name) must be a whole number of MB in \(megabyteRange.lowerBound)...\(megabyteRange.upperBound), not '\(text)'; ignored, using \(fallback())"
+        }
+        return problems.isEmpty ? nil : problems.joined(separator: "; ")
     }
 
     public static var environment: [String: String] {
