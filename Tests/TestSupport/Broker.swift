@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,18 +26,48 @@ public final class Broker: @unchecked Sendable {
         _ = FileManager.default.createFile(atPath: log, contents: nil)
     }
 
+    /// A loopback port for a server of the test's own: free on every address, below the
+    /// ephemeral range, never handed out twice in this process.
     public static func freePort() throws -> Int {
+        let range = 10_000..<max(10_001, ephemeralPorts.lowerBound)
+        return try handedOut.withLock { handed in
+            for _ in 0..<2_000 {
+                let port = Int.random(in: range)
+                if handed.contains(port) || !canBind(port) { continue }
+                handed.insert(port)
+                return port
+            }
+            throw BrokerError(message: "no free port in \(range.lowerBound)...\(range.upperBound - 1) on this machine after 2000 tries (\(handed.count) handed out to this test run)")
+        }
+    }
+
+    /// Ports this test process has handed out: never the same twice, so a store or broker that
+    /// is stopped and started again finds its ports as it left them.
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// The kernel's range for the local ends of outgoing connections (ip_local_port_range).
+    /// `freePort` chooses below it: a port from it, freed while a store restarts, can be taken
+    /// meanwhile by any connection on the machine (CI saw SeaweedFS's restart die with "bind:
+    /// address already in use" on its filer's gRPC port).
+    static let ephemeralPorts: ClosedRange<Int> = {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        guard bounds.count == 2, bounds[0] <= bounds[1] else { return 32_768...60_999 }
+        return bounds[0]...bounds[1]
+    }()
+
+    /// Whether nothing holds `port` on any address (a socket in TIME_WAIT counts as holding it).
+    static func canBind(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
         defer { close(fd) }
         var a = sockaddr_in()
         a.sin_family = sa_family_t(AF_INET)
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &a) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        a.sin_addr.s_addr = INADDR_ANY
+        a.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &a) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
-        guard ok else { throw BrokerError(message: "no free port on 127.0.0.1: errno \(errno)") }
-        return Int(UInt16(bigEndian: a.sin_port))
     }
 
     /// Starts the broker and returns once it accepts connections.

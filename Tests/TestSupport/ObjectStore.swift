@@ -69,14 +69,17 @@ public final class ObjectStore: @unchecked Sendable {
         let port = s3Port
         try await withDeadline(.seconds(60), "SeaweedFS's S3 gateway to listen on 127.0.0.1:\(port) (its log: \(log))") {
             while !Broker.answers(port) {
-                guard p.isRunning else { throw BrokerError(message: "weed server exited: \(Self.head(self.log))") }
+                guard p.isRunning else { throw BrokerError(message: "weed server exited: \(Self.why(self.log))") }
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
     }
 
-    static func head(_ path: String) -> String {
-        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").prefix(3).joined(separator: "\n")
+    /// Why it stopped: its fatal lines (glog's `F…`), or else the last lines of its log.
+    static func why(_ path: String) -> String {
+        let lines = ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n")
+        let fatal = lines.filter { $0.hasPrefix("F") }
+        return (fatal.isEmpty ? Array(lines.suffix(3)) : fatal).joined(separator: "\n") + " (its log: \(path))"
     }
 
     public var pid: Int32? { process?.processIdentifier }
