@@ -24,7 +24,7 @@ for tool in lintian fakeroot; do
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# A copy: building the man page tool below may rebuild .build/release.
+# A copy: the binary may be .build/release's, which a build meanwhile could replace.
 cp "$bin" "$work/binary"
 bin=$work/binary
 
@@ -102,13 +102,13 @@ EOF
 
 # The man page from the command line's help (swift-argument-parser's generate-manual), run
 # against the binary itself (through qemu for arm64).
-gm=$(find .build -path '*/debug/generate-manual-tool' -type f 2>/dev/null | sed -n 1p)
-if [ -z "$gm" ]; then
-	# The tool is built by its plugin (which also builds the package in release mode).
-	swift package generate-manual >/dev/null 2>&1 || true
-	gm=$(find .build -path '*/debug/generate-manual-tool' -type f 2>/dev/null | sed -n 1p)
-fi
-[ -n "$gm" ] || { say "cannot build swift-argument-parser's generate-manual"; exit 1; }
+# The tool is built on its own from the resolved checkout (a few hundred lines, half a minute):
+# its plugin, `swift package generate-manual`, would also build the whole package in release
+# mode, some ten minutes on two cores, only to be built again statically.
+[ -d .build/checkouts/swift-argument-parser ] || swift package resolve >/dev/null
+gm=.build/generate-manual/debug/generate-manual
+swift build --package-path .build/checkouts/swift-argument-parser --scratch-path .build/generate-manual --product generate-manual >"$work/gm.log" 2>&1 ||
+	{ cat "$work/gm.log" >&2; say "cannot build swift-argument-parser's generate-manual"; exit 1; }
 printf '#!/bin/sh\nexec %s "%s" "$@"\n' "${runner[*]}" "$bin" >"$work/shutterbug"
 chmod +x "$work/shutterbug"
 mkdir -p "$work/man"

@@ -43,9 +43,6 @@ smoke() {
 	python3 Cross/compare-captures.py "$work/arm64" "$work/x86"
 }
 step "smoke run under qemu, against the x86 build" smoke
-# The man page tool first: swift-argument-parser's plugin builds it, and the package in release
-# mode (the Swift runtime linked dynamically), so the static build comes after it.
-step "man page tool (generate-manual)" swift package generate-manual --authors "Shutterbug maintainers"
 step "amd64 release build" swift build -c release --static-swift-stdlib --product shutterbug
 readelf -d .build/release/shutterbug | grep -q 'libswiftCore' && { echo "--- cross: the amd64 binary links the Swift runtime dynamically"; exit 1; }
 step "arm64 package" env SHUTTERBUG_ARM64_SYSROOT="$sysroot" SHUTTERBUG_ARM64_ADMINDIR="$admindir" Cross/package-deb.sh arm64 "$bin"
