@@ -49,9 +49,10 @@ for mode in open token; do
   "$build/shutterbug" serve --camera sim:imx477 --virtual-time --size 640x480 --listen 127.0.0.1:0 --output "$dir/out" --config "$dir/serve.yaml" 2>"$dir/err" &
   pid=$!
   trap 'kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
-  for _ in $(seq 1 200); do grep -q "serving " "$dir/err" && break; sleep 0.1; done
-  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$dir/err" | head -1)
-  [ -n "$url" ] || { cat "$dir/err"; echo "fuzz-api: the service did not start ($mode)"; exit 1; }
+  # Its "serving URL" line, for 60 s at most (a busy machine), or until it exits.
+  for _ in $(seq 1 600); do grep -qs "serving " "$dir/err" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  url=$(grep -so 'http://127.0.0.1:[0-9]*' "$dir/err" | head -1)
+  [ -n "$url" ] || { cat "$dir/err"; echo "fuzz-api: the service did not say 'serving URL' within 60 s, or exited ($mode)"; exit 1; }
   echo "fuzz-api: $mode"
   # From the scratch folder: schemathesis keeps a cache (.schemathesis/) where it runs.
   spec=$PWD/docs/openapi.yaml
