@@ -310,4 +310,52 @@ struct DirectConsumerTests {
         #expect(queue.tryNext()?.cookie == 4)
         #expect(seen.events.withLock { $0 } == ["1", "2", "3"])
     }
+
+    /// A simulated sensor in lock-step waits, under its own lock, until the consumer is idle,
+    /// and is woken only by the idle handler. A session on an event loop lets frames through
+    /// (its first top-up) before it becomes the direct consumer: a sensor that looked in
+    /// between saw no consumer, waited, and was never told one had come (1 start in ~2,300 on
+    /// a loaded machine hung in its warm-up, and CI's unit tier with it).
+    @Test("the idle handler hears every way the queue becomes idle: a direct consumer set on an empty queue, tryNext taking the last item, a delivery that ran dry")
+    func idleIsAlwaysSaid() async throws {
+        let loop = EventLoopExecutor(name: "test-idle")
+        let queue = CompletionQueue()
+        let calls = Mutex(0)
+        queue.onConsumerIdle { calls.withLock { $0 += 1 } }
+        #expect(!queue.isConsumerIdle, "no consumer yet")
+        queue.consumeDirectly(on: loop) { _ in }
+        #expect(queue.isConsumerIdle)
+        #expect(calls.withLock { $0 } == 1, "a direct consumer on an empty queue is idle at once, and says so")
+
+        // The loop held by a job: a push from here is scheduled behind it, and taken here first.
+        let gate = ConditionLock()
+        let open = Mutex(false)
+        loop.execute { gate.withLock { while !open.withLock({ $0 }) { gate.wait() } } }
+        queue.push(Self.request(1))
+        #expect(!queue.isConsumerIdle, "an item waits")
+        #expect(queue.tryNext()?.cookie == 1)
+        #expect(queue.isConsumerIdle)
+        #expect(calls.withLock { $0 } == 2, "tryNext took the last item: idle, and said so")
+        gate.withLock {
+            open.withLock { $0 = true }
+            gate.broadcast()
+        }
+
+        // A delivery that ran dry says so too (a queue of its own: the scheduled delivery above
+        // runs dry as well, once the gate opens).
+        let dry = CompletionQueue()
+        let said = ConditionLock()
+        let saidCount = Mutex(0)
+        dry.onConsumerIdle { said.withLock { saidCount.withLock { $0 += 1 }; said.broadcast() } }
+        dry.consumeDirectly(on: loop) { _ in }
+        #expect(saidCount.withLock { $0 } == 1)
+        dry.push(Self.request(2))
+        let deadline = MonotonicClock.now() + .seconds(30)
+        let n = said.withLock { () -> Int in
+            while saidCount.withLock({ $0 }) < 2, MonotonicClock.now() < deadline { said.wait(until: deadline) }
+            return saidCount.withLock { $0 }
+        }
+        #expect(n == 2, "the delivery of 2 ran dry and said so (waited up to 30 s)")
+        #expect(dry.isConsumerIdle)
+    }
 }

@@ -53,7 +53,10 @@ public final class CompletionQueue: AsyncSequence, Sendable {
 
     private let state = Mutex(State())
     /// Called (outside the queue's lock) each time the consumer comes back for more and finds
-    /// nothing: it has dealt with every completion so far.
+    /// nothing: it has dealt with every completion so far. Every way the queue becomes idle
+    /// calls it (a consumer that waits, a delivery that ran dry, a direct consumer set on an
+    /// empty queue, `tryNext` taking the last item): a producer that waits for idleness under
+    /// its own lock is woken by it, and one missed call leaves that producer waiting for good.
     ///
     /// Held in a class: a function value read through `Mutex.withLock`'s generic `inout` is
     /// re-abstracted on the way out and written back wrapped on the way in, so a bare closure
@@ -139,15 +142,28 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     public func consumeDirectly(on loop: any CameraEventLoop, completion: @escaping @Sendable (CompletedRequest) -> Void,
                                 end: @escaping @Sendable (ShutterbugError?) -> Void) {
         let d = Direct(loop: loop, completion: completion, end: end)
-        let scheduled: Bool = state.withLock { s in
+        enum Next { case schedule, idle, none }
+        let next: Next = state.withLock { s in
             precondition(s.waiter == nil && s.direct == nil, "CompletionQueue has one consumer at a time")
             s.direct = d
             s.endDelivered = false
-            guard !s.items.isEmpty || s.finished, !s.deliveryScheduled else { return false }
+            // Nothing to hand over: the consumer is idle from now on, and a producer that waited
+            // for that (a simulated sensor in lock-step, which found no consumer at all) must
+            // hear it; nothing else would wake it.
+            guard !s.items.isEmpty || s.finished else { return .idle }
+            guard !s.deliveryScheduled else { return .none }
             s.deliveryScheduled = true
-            return true
+            return .schedule
         }
-        if scheduled { loop.execute { [self] in deliverScheduled() } }
+        switch next {
+        case .schedule: loop.execute { [self] in deliverScheduled() }
+        case .idle: callIdleHandler()
+        case .none: break
+        }
+    }
+
+    private func callIdleHandler() {
+        if hasIdleHandler.load(ordering: .acquiring) { consumerIdle.withLock { $0 }?.call() }
     }
 
     /// Stops handing completions to the direct consumer; they are kept for the next consumer.
@@ -203,7 +219,7 @@ public final class CompletionQueue: AsyncSequence, Sendable {
             case .finished(let error): d.end(error)
             }
         }
-        if hasIdleHandler.load(ordering: .acquiring) { consumerIdle.withLock { $0 }?.call() }
+        callIdleHandler()
     }
 
     /// Ends the sequence after the requests already pushed; with `error`, the consumer gets it
@@ -227,7 +243,14 @@ public final class CompletionQueue: AsyncSequence, Sendable {
     public var pendingCount: Int { state.withLock { $0.items.count } }
 
     /// The next completion if one is waiting, without waiting.
-    public func tryNext() -> CompletedRequest? { state.withLock { $0.items.popFirst() } }
+    public func tryNext() -> CompletedRequest? {
+        let (item, idle) = state.withLock { s -> (CompletedRequest?, Bool) in
+            let item = s.items.popFirst()
+            return (item, item != nil && s.items.isEmpty && s.direct != nil && !s.delivering)
+        }
+        if idle { callIdleHandler() }
+        return item
+    }
 
     /// Waits for the next completion; `nil` when the sequence has ended.
     ///
@@ -295,7 +318,7 @@ public final class CompletionQueue: AsyncSequence, Sendable {
                     return .wait
                 }
                 switch outcome {
-                case .wait: consumerIdle.withLock { $0 }?.call()
+                case .wait: callIdleHandler()
                 case .item(let item): c.resume(returning: item)
                 case .end: c.resume(returning: nil)
                 case .fail(let e): c.resume(throwing: e)
