@@ -74,8 +74,10 @@ echo pull-down > "$pull"
 "$build/shutterbug" trigger --camera sim:imx296 --external-trigger --pulse-width 2ms --gpio shutter --edge rising --count 2 --json >/tmp/trigger.out 2>/tmp/trigger.err &
 pid=$!
 for _ in $(seq 1 300); do grep -q "waiting for rising edges" /tmp/trigger.err && break; sleep 0.1; done
-# The sensor ignores a pulse during the previous frame's readout: presses a human apart.
-for _ in 1 2; do echo pull-up > "$pull"; echo pull-down > "$pull"; sleep 0.3; done
+# The sensor ignores a pulse during the previous frame's readout: presses a human apart. A
+# pulse's frame nobody has asked for yet is kept only until the next pulse's replaces it (then
+# its capture fails as late), so a second apart leaves a busy machine a second to ask.
+for _ in 1 2; do echo pull-up > "$pull"; echo pull-down > "$pull"; sleep 1; done
 timeout 60 tail --pid=$pid -f /dev/null
 cat /tmp/trigger.err /tmp/trigger.out
 step grep -q '"captured":2' /tmp/trigger.out
