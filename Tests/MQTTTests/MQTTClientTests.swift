@@ -102,7 +102,7 @@ struct MQTTClientTests {
         try await broker.stop()
     }
 
-    @Test("the broker stopped: publishing returns at once, counted as unsent; the broker started again (its retained messages forgotten): both clients reconnect, subscribe again, and the retained state is there again")
+    @Test("the broker stopped: publishing returns at once, counted as unsent; the broker started again (its retained messages forgotten): both clients reconnect, subscribe again, and the retained state is there again, as the node last set it (while the broker was away)")
     func brokerRestart() async throws {
         let broker = try Broker()
         try await broker.start()
@@ -124,9 +124,14 @@ struct MQTTClientTests {
         let before = node.status.unsent
         #expect(!node.publish("sb/node-3/event/slot", Array("{}".utf8)), "not connected: not sent")
         #expect(node.status.unsent == before + 1)
+        // The state changes while the broker is away: kept, and what the node publishes again.
+        // (It also tells the state after the restart from a copy of the old one that was still
+        // on its way to the inbox when the broker stopped, on a busy machine.)
+        #expect(!node.publish("sb/node-3/state", Array(#"{"streaming":false}"#.utf8), qos: 1, retain: true), "not connected: not sent")
         try await broker.start()
-        let again = try await withDeadline(.seconds(60), "the retained state after the restart (published again by the node)") { await inbox.next { $0.topic == "sb/node-3/state" } }
-        #expect(Self.text(again) == #"{"streaming":true}"#)
+        _ = try await withDeadline(.seconds(60), "the node's newest retained state after the restart (published again by the node)") {
+            await inbox.next { $0.topic == "sb/node-3/state" && Self.text($0) == #"{"streaming":false}"# }
+        }
         #expect(node.status.connections >= 2 && watcher.status.connections >= 2, "\(node.status) \(watcher.status)")
         try await broker.stop()
     }
