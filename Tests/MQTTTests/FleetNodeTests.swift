@@ -91,10 +91,14 @@ struct FleetNodeTests {
         #expect(reloaded["ok"] as? Bool == true)
         let removed = try await withDeadline(.seconds(20), "the removed job's switch") { await inbox.next { $0.topic == "homeassistant/switch/pi-a/job_side/config" && $0.payload.isEmpty } }
         #expect(removed.payload.isEmpty)
-        // Home Assistant starting again gets every config again.
-        await inbox.skipAll()
+        // Home Assistant starting again gets every config again, as the node's jobs are now. A job
+        // added without a reload has a switch only in what is published for that 'online', so a
+        // copy of the reload's configs still on its way to the inbox cannot be taken for it.
+        await service.setJobs(["roof", "north"])
         coordinator.publish(topics.homeAssistantStatus, Array("online".utf8), qos: 1)
-        _ = try await withDeadline(.seconds(20), "discovery published again after Home Assistant's 'online'") { await inbox.next { $0.topic == "homeassistant/sensor/pi-a/lux/config" && !$0.payload.isEmpty } }
+        _ = try await withDeadline(.seconds(20), "discovery published again after Home Assistant's 'online', with the job added since") {
+            await inbox.next { $0.topic == "homeassistant/switch/pi-a/job_north/config" && !$0.payload.isEmpty }
+        }
         try await broker.stop()
     }
 }
