@@ -45,7 +45,19 @@ run_tier() {
 	shift
 	echo "=== tier $name"
 	local start=$SECONDS
-	if "$@" > >(tee "$logs/$name.log") 2>&1; then
+	local ok=0 out tee_pid waited=0
+	exec {out}> >(tee "$logs/$name.log")
+	tee_pid=$!
+	"$@" >&"$out" 2>&1 {out}>&- && ok=1
+	exec {out}>&-
+	# The tee's last lines are out before the verdict line. A process the tier left running with
+	# its output open keeps the tee alive: that is said, and not waited on for more than 30 s.
+	while kill -0 "$tee_pid" 2>/dev/null && [ "$waited" -lt 300 ]; do
+		sleep 0.1
+		waited=$((waited + 1))
+	done
+	kill -0 "$tee_pid" 2>/dev/null && echo "=== tier $name left a process with its output open (its log may go on past this line)"
+	if [ "$ok" = 1 ]; then
 		passed=$((passed + 1))
 		summary+=("$name passed ($((SECONDS - start)) s)")
 		echo "=== tier $name passed ($((SECONDS - start)) s)"
@@ -79,7 +91,6 @@ board() {
 run_tier virtual-board board
 run_tier cross Cross/test-cross.sh
 
-sleep 1 # the last tier's tee writes out its end
 for name in "${failed_names[@]}"; do
 	echo "=== what failed in tier $name (the lines that say so, then its last 25 lines)"
 	# swift-testing's failures (✘), the unit tier's hang report (board/swift-test.sh: the tests
