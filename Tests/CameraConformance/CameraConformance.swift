@@ -250,13 +250,63 @@ public struct CameraConformance: Sendable {
         try second.stop()
     }
 
-    /// After release the handle refuses work and the completion sequence ends.
+    /// After release the handle refuses work, saying it was released, and the completion
+    /// sequence ends; a stop or a look at its limits after it is harmless. (A session still
+    /// handling the completions the release's own stop returned queues them again: on
+    /// libcamera such a call reached the freed camera, a use after free.)
     public func releaseEndsTheSequence() async throws {
         let cam = try make()
-        _ = try startStreaming(cam)
+        let slots = try startStreaming(cam)
         cam.release()
-        #expect(throws: ShutterbugError.self) { _ = try cam.configure([stream]) }
+        let calls: [(String, () throws -> Void)] = [
+            ("configure", { _ = try cam.configure([stream]) }),
+            ("allocate", { _ = try cam.allocate() }),
+            ("start", { try cam.start(controls: .none) }),
+            ("queue", { try cam.queue(slot: slots - 1, cookie: 1000, controls: .none) }),
+        ]
+        for (name, call) in calls {
+            do {
+                try call()
+                Issue.record("\(name) after release was accepted")
+            } catch let e as ShutterbugError {
+                #expect(e.code == .invalidState && e.message.contains("released"), "\(name) after release: \(e)")
+            }
+        }
+        try? cam.stop()
+        _ = cam.controlLimits
         while let _ = try await cam.completions.next(timeout: frameTimeout) {}
+    }
+
+    /// A consumer queueing each completion again on another thread while the camera is
+    /// released (a session on the camera's thread as a job gives the camera up after its device
+    /// went): every queue after the release is refused as released, went away or not running,
+    /// and none reaches the camera given back.
+    public func queueRacesRelease(rounds: Int) async throws {
+        for round in 0..<rounds {
+            let cam = try make()
+            _ = try startStreaming(cam, firstCookie: UInt64(round) << 32)
+            for _ in 0..<3 {
+                let c = try #require(try await cam.completions.next(timeout: frameTimeout))
+                try cam.queue(slot: c.slot, cookie: c.cookie &+ 1_000, controls: .none)
+            }
+            let timeout = frameTimeout
+            let consumer = Task.detached { () -> [String] in
+                var refusals: [String] = []
+                // Ends when release ends the sequence (or the camera stops delivering).
+                while let c = try? await cam.completions.next(timeout: timeout) {
+                    do {
+                        try cam.queue(slot: c.slot, cookie: c.cookie &+ 1_000, controls: .none)
+                    } catch {
+                        refusals.append("\(error)")
+                    }
+                }
+                return refusals
+            }
+            cam.release()
+            for r in await consumer.value {
+                #expect(r.contains("released") || r.contains("went away") || r.contains("not running"), "round \(round): a queue racing release failed with \(r)")
+            }
+        }
     }
 }
 

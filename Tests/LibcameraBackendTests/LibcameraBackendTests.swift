@@ -66,6 +66,7 @@ struct LibcameraBackendTests {
         @Test func misuse() throws { try LibcameraBackendTests.conformance.rejectsMisuse() }
         @Test func unsupported() async throws { try await LibcameraBackendTests.conformance.reportsUnsupportedControls() }
         @Test func release() async throws { try await LibcameraBackendTests.conformance.releaseEndsTheSequence() }
+        @Test func queueRacesRelease() async throws { try await LibcameraBackendTests.conformance.queueRacesRelease(rounds: 20) }
         @Test func reacquire() async throws { try await LibcameraBackendTests.conformance.reacquiresAfterRelease() }
 
         @Test("each stream role configures, with what libcamera settled on")

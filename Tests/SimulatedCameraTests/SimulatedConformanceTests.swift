@@ -57,4 +57,7 @@ struct SimulatedConformanceTests {
 
     @Test("release ends the completion sequence")
     func release() async throws { try await Self.suite(.virtual).releaseEndsTheSequence() }
+
+    @Test("queue from another thread races release: refused, never reaching the camera given back", arguments: [SimulationOptions.Clock.virtual, .realTime])
+    func queueRacesRelease(clock: SimulationOptions.Clock) async throws { try await Self.suite(clock).queueRacesRelease(rounds: 10) }
 }

@@ -18,6 +18,9 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     // `drainLock`) holds `control`, so `queue` from a trigger or preview thread and `stop` or
     // `configure` from another are serialised; buffers are immutable after `allocate`.
     // (The conformance suite's queue/stop race runs on vimc in the virtual board.)
+    // `release` frees the bridge's camera holding both locks, and every call after it (a
+    // session still handling the completions the release's stop drained, on the camera's
+    // thread) finds `released` or `freed` under its lock and never touches `handle` again.
 
     public let info: CameraInfo
     public let completions = CompletionQueue()
@@ -25,8 +28,9 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     private let manager: LibcameraManager
     private let handle: OpaquePointer
     private let control = Mutex(ControlState())
-    /// Serialises the drain; holds the previous frame's timestamp (for `measuredFrameInterval`).
-    private let drainLock = Mutex<SensorTime?>(nil)
+    /// Serialises the drain; holds the previous frame's timestamp (for `measuredFrameInterval`)
+    /// and whether the bridge's camera has been freed.
+    private let drainLock = Mutex(DrainState())
     /// The thread that drains completions, and runs a session's actor.
     private let loop: EventLoopExecutor
     /// `CameraBackend.executor`: typed as the protocol declares it, or the protocol's default
@@ -40,6 +44,11 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         var boxes: [[any FrameBuffer]] = []
         var running = false
         var released = false
+    }
+
+    private struct DrainState {
+        var previous: SensorTime?
+        var freed = false
     }
 
     init(manager: LibcameraManager, handle: OpaquePointer, info: CameraInfo) {
@@ -101,7 +110,8 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
 
     public var controlLimits: ControlLimits {
         var l = sbc_control_limits()
-        _ = control.withLock { _ in sbc_camera_control_limits(handle, &l) }
+        // A released camera has no controls (and no `handle` to ask).
+        _ = control.withLock { s in s.released ? -19 : sbc_camera_control_limits(handle, &l) }
         func us(_ v: Double) -> Duration { .nanoseconds(Int64(v * 1000)) }
         return ControlLimits(
             supported: ControlSet(rawValue: l.supported),
@@ -192,22 +202,25 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         var unsupported: UInt32 = 0
         // Under `control`: the bridge's `running` flag and libcamera's queueRequest must not
         // race a stop on another thread.
-        let rc: Int32
-        if controls.isEmpty {
-            // The usual request: nothing to convert, nothing for the bridge to look up.
-            rc = control.withLock { _ in sbc_camera_queue(handle, UInt32(slot), cookie, nil, &unsupported) }
-        } else {
-            var c = sbc_controls(controls)
-            rc = control.withLock { _ in sbc_camera_queue(handle, UInt32(slot), cookie, &c, &unsupported) }
+        // Not running here (stopped, or a camera whose device went, which the bridge leaves
+        // running) is refused before the bridge is asked: a request queued after `stop` would
+        // go to a camera that is being given up, and after `release` the bridge's camera is gone.
+        var c = controls.isEmpty ? nil : sbc_controls(controls)  // the usual request: nothing to convert
+        let (rc, gone) = control.withLock { s -> (Int32, Bool) in
+            if s.released { return (-19, false) }
+            guard s.running else { return (-13, sbc_camera_disconnected(handle)) }
+            let rc = c == nil ? sbc_camera_queue(handle, UInt32(slot), cookie, nil, &unsupported)
+                              : sbc_camera_queue(handle, UInt32(slot), cookie, &c!, &unsupported)
+            return (rc, rc != 0 && sbc_camera_disconnected(handle))
         }
         switch rc {
         case 0: return ControlSet(rawValue: unsupported)
+        case _ where gone: throw ShutterbugError(.cameraLost, "\(info.id) went away")
+        case -19: throw ShutterbugError(.invalidState, "\(info.id) has been released")
         case -16: throw ShutterbugError(.busy, "request slot \(slot) is already queued", errno: 16)
         case -13: throw ShutterbugError(.invalidState, "\(info.id) is not running; start it before queueing requests", errno: 13)
         case -34: throw ShutterbugError(.invalidArgument, "request slot \(slot) is out of range", errno: 34)
-        default:
-            if sbc_camera_disconnected(handle) { throw ShutterbugError(.cameraLost, "\(info.id) went away") }
-            throw ShutterbugError.fromErrno(rc, while: "queueing a request on \(info.id)")
+        default: throw ShutterbugError.fromErrno(rc, while: "queueing a request on \(info.id)")
         }
     }
 
@@ -229,9 +242,14 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
         }
         guard first else { return }
         try? stop()
-        // After this no drain runs: the bridge (and its eventfd) can go.
+        // After this no event calls `completionEvent`; a drain or a call still running on
+        // another thread is waited for by the locks, and any later one finds `freed` or
+        // `released` (set above) and leaves the bridge alone: the bridge (and its eventfd) can go.
         loop.removeSource()
-        sbc_camera_release(handle)
+        drainLock.withLock { d in
+            control.withLock { _ in sbc_camera_release(handle) }
+            d.freed = true
+        }
         completions.finish()
     }
 
@@ -241,16 +259,22 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
     private func completionEvent(eventFD: Int32) {
         var count: UInt64 = 0
         _ = read(eventFD, &count, 8)
-        drain()
-        if sbc_camera_disconnected(handle) {
+        if drain() {
             completions.finish(throwing: ShutterbugError(.cameraLost, "\(info.id) went away"))
             loop.removeSource()
         }
     }
 
     /// Moves every completion from the bridge to `completions`, in order.
-    private func drain() {
-        drainLock.withLock { previous in
+    ///
+    /// - Returns: whether the camera has gone away (libcamera disconnected it, or the bridge
+    ///   saw its device go when it was stopped).
+    @discardableResult
+    private func drain() -> Bool {
+        drainLock.withLock { d in
+            // Released: the bridge's camera is freed, and its last completions were moved
+            // over by the release's own stop.
+            guard !d.freed else { return false }
             var c = sbc_completion()
             while sbc_camera_next_completion(handle, &c) == 1 {
                 let boxes = control.withLock { $0.boxes.indices.contains(Int(c.slot)) ? $0.boxes[Int(c.slot)] : [] }
@@ -258,13 +282,14 @@ public final class LibcameraCamera: CameraBackend, @unchecked Sendable {
                 // A camera that reports neither its exposure nor its frame duration (vimc):
                 // the interval since the previous frame bounds when its exposure began.
                 if r.status != .cancelled, let t = r.metadata.sensorTimestamp {
-                    if r.metadata.exposureTime == nil, r.metadata.frameDuration == nil, let p = previous, t > p {
+                    if r.metadata.exposureTime == nil, r.metadata.frameDuration == nil, let p = d.previous, t > p {
                         r.metadata.measuredFrameInterval = t - p
                     }
-                    previous = t
+                    d.previous = t
                 }
                 completions.push(r)
             }
+            return sbc_camera_disconnected(handle)
         }
     }
 

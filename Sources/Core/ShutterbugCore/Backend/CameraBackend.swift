@@ -93,7 +93,9 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// this returns.
     func stop() throws
 
-    /// Stops if needed, frees buffers and gives the camera back. The handle is unusable after.
+    /// Stops if needed, frees buffers and gives the camera back. The handle is unusable after:
+    /// every call is refused (`.invalidState`, "has been released") without reaching the camera,
+    /// from any thread (a session may still queue the completions this release's stop returned).
     func release()
 }
 
