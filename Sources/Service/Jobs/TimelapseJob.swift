@@ -423,6 +423,13 @@ public final class TimelapseJob: Service, Sendable {
                     // session is not the job's to reopen: the slots so far are kept, and a
                     // new process resumes the job from its journal.
                     try run.flushJournal()
+                    // Given back as at the end, the session stopped first: copies still
+                    // reading the camera's buffers finish, and nothing queues on the camera as
+                    // it goes (the defer alone released it under a running session).
+                    if owned {
+                        await release(cam.lease)
+                        released = true
+                    }
                     throw CameraGone(message: owned ? "\(why); libcamera cannot open \(cam.camera.info.id) again in this process"
                                                     : "\(why); the service must be restarted to open it again, and the job resumes then",
                                      camera: cam.camera.info.id)
