@@ -371,7 +371,9 @@ bool sbc_camera::devicesGone() const
 /*
  * What libcamera may still point at after its camera went away while running: the requests it
  * holds queued, their buffers, the allocator and the camera. Kept for the life of the process,
- * never freed (a few buffers per unplug) rather than freed under libcamera's feet.
+ * never freed (a few buffers per unplug) rather than freed under libcamera's feet: not at exit
+ * either, where a static vector's destructor would free them while libcamera's threads, never
+ * stopped, still run (hence the list on the heap, never deleted).
  */
 struct Remains {
 	std::shared_ptr<Camera> camera;
@@ -380,8 +382,8 @@ struct Remains {
 	std::vector<std::unique_ptr<Slot>> slots;
 };
 
-static std::mutex remainsLock;
-static std::vector<std::unique_ptr<Remains>> remains;
+static std::mutex &remainsLock = *new std::mutex;
+static std::vector<std::unique_ptr<Remains>> &remains = *new std::vector<std::unique_ptr<Remains>>;
 
 void sbc_camera::freeBuffers()
 {
