@@ -62,14 +62,25 @@ extension SimulatedPipeline {
 
     /// Passes a request's controls to the algorithms (they act when the IPA next runs).
     mutating func apply(_ c: CameraControls) {
+        // As the fork's IPA (`ipa_base.cpp`, `AgcChannel`): `AeEnable` becomes the exposure and
+        // gain modes, handled before the values. Auto clears the fixed exposure and gain
+        // (`enableAutoExposure`/`enableAutoGain`), so AE resumes at once with no exposure 0
+        // sent; values sent in the same request are then ignored, as the IPA ignores
+        // `ExposureTime` while auto exposure runs. Manual freezes what is in force.
         if let v = c.aeEnabled {
-            if !v, agc.enabled, c.exposureTime == nil || c.analogueGain == nil {
+            if v {
+                agc.manualExposure = nil
+                agc.manualGain = nil
+                agc.frozen = nil
+            } else if agc.enabled, c.exposureTime == nil || c.analogueGain == nil {
                 agc.frozen = (mode.lineTime * current.exposureLines, profile.gainModel.gain(forCode: current.gainCode))
             }
             agc.enabled = v
         }
-        if let e = c.exposureTime { agc.manualExposure = e.nanosecondsValue > 0 ? e : nil }
-        if let g = c.analogueGain { agc.manualGain = g.value > 0 ? g.value : nil }
+        if c.aeEnabled != true {
+            if let e = c.exposureTime { agc.manualExposure = e.nanosecondsValue > 0 ? e : nil }
+            if let g = c.analogueGain { agc.manualGain = g.value > 0 ? g.value : nil }
+        }
         if let ev = c.exposureValue { agc.exposureValue = ev }
         if let limits = c.frameDurationLimits { agc.frameDurationLimits = limits }
         if let v = c.awbEnabled { awbEnabled = v }

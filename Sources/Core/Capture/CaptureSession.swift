@@ -226,8 +226,7 @@ public actor CaptureSession {
         guard life.failure == nil, case .none = life.delivery else {
             throw ShutterbugError(.invalidState, "a session runs once; this one has stopped (\(life.failure?.message ?? "stopped")): make a new CaptureSession")
         }
-        var baseline = CameraControls(aeEnabled: true, awbEnabled: true,
-                                      frameDurationLimits: timing.everyFramePeriod...max(timing.everyFramePeriod, .milliseconds(250)))
+        var baseline = CameraControls(aeEnabled: true, awbEnabled: true, frameDurationLimits: timing.autoFrameDurationLimits)
         if backend.controlLimits.supported.isDisjoint(with: [.aeEnable, .frameDurationLimits]) { baseline = CameraControls() }
         if let controls { baseline = controls }
         machine.baseline = baseline

@@ -61,7 +61,7 @@ public struct BracketScheduler: Sendable {
         public var description: String {
             switch self {
             case .noStepMatches: return "carries no pending step's settings"
-            case .duplicate(let s): return "repeats step \(s + 1)"
+            case .duplicate(let s): return "repeats step \(s + 1) (the next step's settings landed a frame later: on the Pi a request's exposure lands on one of two frames, which varies)"
             case .requestFailed: return "request failed"
             case .controlsDisagree(let s): return "reports step \(s + 1)'s request but not its settings"
             case .beforeTrigger: return "exposed before the trigger"
@@ -83,7 +83,9 @@ public struct BracketScheduler: Sendable {
         case failed(step: Int, reason: String)
     }
 
-    private enum Planned: Sendable { case step(Int), restore }
+    /// A step's request; the last step's controls once more, unregistered (`hold`); then the
+    /// settings in force before (`restore`).
+    private enum Planned: Sendable { case step(Int), hold, restore }
 
     public let steps: [Step]
     public let restore: CameraControls
@@ -111,6 +113,8 @@ public struct BracketScheduler: Sendable {
     /// The last complete frame seen: a step's frame is proven by its change from it.
     private var previousFrame: (sequence: Int64, metadata: FrameMetadata)?
     private let firstStepPrerolled: Bool
+    /// The step whose request went out last (what a hold repeats).
+    private var lastSent: Int?
 
     /// - Parameters:
     ///   - now: the time the bracket starts, on the clock later `now`s come from.
@@ -141,6 +145,7 @@ public struct BracketScheduler: Sendable {
             plan.append(.step(0))
         } else {
             for i in steps.indices { plan.append(.step(i)) }
+            plan.append(.hold)
             plan.append(.restore)
         }
     }
@@ -158,7 +163,14 @@ public struct BracketScheduler: Sendable {
         switch next {
         case .step(let i):
             requested[cookie] = i
+            lastSent = i
             return steps[i].controls
+        case .hold:
+            // The restore lands a frame after the last step, never on the frame after it: that
+            // frame repeats the step, so the step is proven (at its latest landing) even when
+            // the frame before it was lost, and a restore landing early cannot take its place.
+            // Not a request for the step: its window stays its own request's.
+            return lastSent.map { steps[$0].controls }
         case .restore:
             return restore
         }
@@ -305,7 +317,10 @@ public struct BracketScheduler: Sendable {
             while let p = plan.popFirst() { rest.append(p) }
             plan.append(.step(i))
             for p in rest { plan.append(p) }
-            if !sequential, !rest.contains(where: { if case .restore = $0 { return true } else { return false } }) { plan.append(.restore) }
+            if !sequential, !rest.contains(where: { if case .restore = $0 { return true } else { return false } }) {
+                plan.append(.hold)
+                plan.append(.restore)
+            }
             actions.append(.retry(step: i, attempt: attempts[i]))
         }
         return actions

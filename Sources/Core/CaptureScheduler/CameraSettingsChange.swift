@@ -52,6 +52,16 @@ extension CameraSettingsChange {
             baseline.analogueGain = nil
             baseline.awbEnabled = true
             baseline.colourGains = nil
+            // What a bracket restores is this mode too, and auto exposure gets back the frame
+            // durations a custom exposure had fixed (the session's own at start).
+            if supported.contains(.afMode) {
+                baseline.afMode = .continuous
+                baseline.lensPosition = nil
+            }
+            if supported.contains(.frameDurationLimits) {
+                controls.frameDurationLimits = timing.autoFrameDurationLimits
+                baseline.frameDurationLimits = timing.autoFrameDurationLimits
+            }
         }
         if let e = customExposure {
             guard supported.isSuperset(of: [.exposureTime, .analogueGain]) else {

@@ -68,6 +68,12 @@ public struct CaptureMachine: Sendable {
     /// The newest complete frame's sequence.
     public private(set) var lastSequence: UInt32?
     private var recent = Ring<FrameMetadata>(capacity: 8)
+    /// After a capture that set exposure and gain by hand: the newest frame that may still
+    /// carry them (the restore to `baseline` lands `depth` + the sensor's delay later). Until
+    /// auto exposure has settled on frames after it, metering waits, and so does a photo
+    /// taken at "the settings in force": neither is judged by the last step's exposure, nor by
+    /// the AGC still easing back from it.
+    public private(set) var autoExposureResumesAfter: UInt32?
     private var captures: [Capture] = []
     private var triggers = TriggerSelect()
     private var actions: [Action] = []
@@ -190,7 +196,10 @@ public struct CaptureMachine: Sendable {
         let capture = captures.remove(at: index)
         for (r, _) in capture.photos.values { actions.append(.release(slot: r.slot)) }
         if let h = capture.heldStep { actions.append(.release(slot: h.slot)) }
-        if capture.scheduler != nil { actions.append(.restoreBaseline) }
+        if capture.scheduler != nil || capture.lock != nil {
+            actions.append(.restoreBaseline)
+            noteManualExposureEnded(capture)
+        }
         if index == 0, !captures.isEmpty { activate(now: now) }
     }
 
@@ -230,6 +239,7 @@ public struct CaptureMachine: Sendable {
         if c.status == .complete {
             recent.append(m, keepingAtMost: 6)
             lastSequence = m.sequence
+            if let after = autoExposureResumesAfter, Self.settled(Array(recentFrames.suffix(3)), after: after) { autoExposureResumesAfter = nil }
         }
         var holders = 0
         if !triggers.isEmpty, let w = triggers.complete(status: c.status, metadata: m) {
@@ -320,7 +330,12 @@ public struct CaptureMachine: Sendable {
     public func ambiguity(_ targets: [StepTarget]) -> String? {
         guard recent.last?.controlListSequence == nil,
               let (i, j) = StepTarget.firstAmbiguousPair(targets, lineTime: timing.lineTime) else { return nil }
-        return "steps \(i + 1) (\(targets[i])) and \(j + 1) (\(targets[j])) cannot be told apart by the frames' metadata (exposure within one line, \(Int(timing.lineTime.microsecondsValue.rounded())) µs, gain within \(Int(StepTarget.gainTolerance * 100))%); make them differ by more, or give them the same value"
+        // In the terms the steps were given in: a focus bracket's are lens positions.
+        var rules: [String] = []
+        if targets[i].exposure != nil { rules.append("exposure within one line, \(Int(timing.lineTime.microsecondsValue.rounded())) µs") }
+        if targets[i].gain != nil { rules.append("gain within \(Int(StepTarget.gainTolerance * 100))%") }
+        if targets[i].lens != nil { rules.append("lens position within \(String(format2: StepTarget.lensTolerance)) dpt") }
+        return "steps \(i + 1) (\(targets[i])) and \(j + 1) (\(targets[j])) cannot be told apart by the frames' metadata (\(rules.joined(separator: ", "))); make them differ by more, or give them the same value"
     }
 
     /// Controls for an exposure step: both manual (applied at once, no AGC filter), white
@@ -641,7 +656,7 @@ public struct CaptureMachine: Sendable {
                 actions.append(.exposureStarted(capture: captures[0].id, start))
             }
         }
-        captures[0].scheduler = BracketScheduler(steps: rest.map(\.1), restore: baseline, timing: timing, now: now, notBefore: captures[0].settings.exposedAfter,
+        captures[0].scheduler = BracketScheduler(steps: rest.map(\.1), restore: restoreControls(), timing: timing, now: now, notBefore: captures[0].settings.exposedAfter,
                                                  firstStepPrerolled: captures[0].lock != nil)
         captures[0].phase = .bracketing
         if !captures[0].exposureStartSent { actions.append(.resolved(capture: captures[0].id, captures[0].resolved)) }
@@ -659,6 +674,11 @@ public struct CaptureMachine: Sendable {
             guard c.status == .complete, after.map({ c.metadata.sequence > $0 }) ?? true else { return false }
             if let instant = captures[0].settings.exposedAfter {
                 guard c.metadata.exposed(after: instant) else { return false }
+            } else if autoExposureResumesAfter != nil {
+                // The settings in force are auto exposure's, once it is back from the last
+                // bracket (after the metering limit, the frame as it is).
+                captures[0].meteredFrames += 1
+                if captures[0].meteredFrames <= Self.meteringFrameLimit { return false }
             }
             if failedLate(c, now: now) { return false }
             captures[0].resolved.steps[0].actual = c.metadata
@@ -713,6 +733,8 @@ public struct CaptureMachine: Sendable {
     /// Auto-exposure has settled when the last three frames' total exposures agree within 1%.
     private mutating func meter(now: SensorTime) {
         guard case .exposureBias(let biases)? = captures[0].settings.bracket else { return }
+        // Not from the last bracket's steps, nor from the AGC easing back from them.
+        guard autoExposureResumesAfter == nil else { return }
         let frames = recentFrames
         let totals = frames.suffix(3).compactMap { m -> Double? in
             guard let e = m.exposureTime, let g = m.totalGain else { return nil }
@@ -805,6 +827,7 @@ public struct CaptureMachine: Sendable {
         // What the bracket set goes back to what was in force, even where the restore was
         // still to go out (a focus bracket plans it after its last step).
         if captures[0].scheduler?.hasPlannedRequests == true { actions.append(.restoreBaseline) }
+        noteManualExposureEnded(captures[0])
         let ordered = captures[0].photos.keys.sorted().map { captures[0].photos[$0]! }
         if let lock = captures[0].lock, let instant = captures[0].settings.exposedAfter {
             captures[0].resolved.phaseLock = lock.report(firstStart: ordered.first?.0.metadata.exposureStart, instant: instant)
@@ -833,9 +856,54 @@ public struct CaptureMachine: Sendable {
         }
         for (r, _) in captures[0].photos.values { actions.append(.release(slot: r.slot)) }
         if let h = captures[0].heldStep { actions.append(.release(slot: h.slot)) }
+        // Requests a failed bracket (or its pre-roll) sent set the camera by hand: it goes back
+        // to what was in force, whether or not its own restore had gone out.
+        if captures[0].scheduler != nil || captures[0].lock != nil {
+            actions.append(.restoreBaseline)
+            noteManualExposureEnded(captures[0])
+        }
         let id = captures.removeFirst().id
         actions.append(.failed(capture: id, error))
         if !captures.isEmpty { activate(now: now) }
+    }
+
+    /// What a bracket's last request sets: `baseline`, and for a focus bracket on a camera whose
+    /// focus mode nobody set, the lens back where it was before the bracket (the Pi's default
+    /// `AfMode` is manual: the position is all there is to give back).
+    private func restoreControls() -> CameraControls {
+        var r = baseline
+        if case .lensPositions? = captures[0].settings.bracket, r.afMode == nil, r.lensPosition == nil,
+           let before = recent.last?.lensPosition {
+            r.afMode = .manual
+            r.lensPosition = before
+        }
+        return r
+    }
+
+    /// A capture that set exposure and gain by hand has ended: frames until its restore lands
+    /// are not auto exposure's (`autoExposureResumesAfter`).
+    private mutating func noteManualExposureEnded(_ capture: Capture) {
+        switch capture.settings.bracket {
+        case .exposureBias?, .manualExposure?:
+            guard capture.scheduler != nil || capture.lock != nil else { return }
+            autoExposureResumesAfter = (lastSequence ?? 0) &+ UInt32(depth + timing.latestLanding(framePeriod: timing.minFramePeriod) + 1)
+        case .lensPositions?, nil:
+            return
+        }
+    }
+
+    /// Auto exposure has settled when the newest three frames after `after` agree in total
+    /// exposure within 1% (the rule metering uses); frames that carry no exposure or gain
+    /// (a camera without those controls) have nothing to settle.
+    static func settled(_ frames: [FrameMetadata], after: UInt32) -> Bool {
+        guard let last = frames.last else { return false }
+        if last.exposureTime == nil || last.totalGain == nil { return true }
+        let totals = frames.filter { $0.sequence > after }.compactMap { m -> Double? in
+            guard let e = m.exposureTime, let g = m.totalGain else { return nil }
+            return e.secondsValue * g.value
+        }
+        guard totals.count == 3, let lo = totals.min(), let hi = totals.max() else { return false }
+        return hi <= lo * 1.01
     }
 
     private mutating func takeRetained(exposedAfter instant: SensorTime) -> CompletedRequest? {

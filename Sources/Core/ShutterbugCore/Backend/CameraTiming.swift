@@ -48,6 +48,10 @@ public struct CameraTiming: Sendable, Hashable {
     /// on consecutive frames.
     public var everyFramePeriod: Duration { max(minFramePeriod, ipaMinInterval) }
 
+    /// The frame durations auto exposure may use between captures: every frame's period up to
+    /// a quarter second (the IPA's default longest frame).
+    public var autoFrameDurationLimits: ClosedRange<Duration> { everyFramePeriod...max(everyFramePeriod, .milliseconds(250)) }
+
     /// The frame period for an exposure: long enough for it, never faster than every-frame,
     /// rounded up to a whole microsecond (libcamera's `FrameDurationLimits` unit), so the
     /// frame the sensor is given never cuts the exposure by a line.
