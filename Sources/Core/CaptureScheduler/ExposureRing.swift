@@ -170,6 +170,11 @@ public struct ExposureRing: Sendable {
     public static func gap(before f: FrameMetadata, instant: SensorTime, seen: [FrameMetadata]) -> String {
         let begins = f.earliestExposureStart.map { " began \(($0 - instant).millisecondsDescription) after it" } ?? " began after it"
         guard f.sequence > 0 else { return "frame 0, the first the sensor made,\(begins): there was no frame before it (start-up)" }
+        // A frame seen that covered the instant, whichever it was: it went elsewhere (the
+        // instant did not fall between two exposures, whatever the frame just before says).
+        if let c = seen.last(where: { $0.sequence < f.sequence && $0.exposure(against: instant) == .covering }) {
+            return "frame \(c.sequence), exposing at the instant, went to an earlier capture or was not held; frame \(f.sequence)\(begins)"
+        }
         guard let p = seen.last(where: { $0.sequence < f.sequence }) else {
             return "frame \(f.sequence)\(begins), and no frame before it was seen (start-up frames, or frames dropped)"
         }
@@ -181,7 +186,12 @@ public struct ExposureRing: Sendable {
         case .covering:
             return "frame \(p.sequence), exposing at the instant, went to an earlier capture or was not held; frame \(f.sequence)\(begins)"
         case .after:
-            return "the instant fell between two exposures, and frame \(p.sequence), the first exposed after it, went to an earlier capture; frame \(f.sequence)\(begins)"
+            // Two frames after the instant, none seen covering it: whether it fell between two
+            // exposures depends on the frame before them, which is said only where it was seen.
+            if let q = seen.last(where: { $0.sequence < p.sequence }), q.sequence + 1 == p.sequence, q.exposure(against: instant) == .before {
+                return "the instant fell between two exposures (frames \(q.sequence) and \(p.sequence)), and frame \(p.sequence), the first exposed after it, went to an earlier capture; frame \(f.sequence)\(begins)"
+            }
+            return "frame \(p.sequence), exposed after the instant, went to an earlier capture, and the frame exposing at the instant (if any) was not among those seen; frame \(f.sequence)\(begins)"
         case .before:
             let ended = p.sensorTimestamp.map { " ended \((instant - $0).millisecondsDescription) before it and" } ?? ""
             return "the instant fell between two exposures: frame \(p.sequence)'s\(ended) frame \(f.sequence)\(begins) (a sensor exposes for at most its frame period less a margin)"
