@@ -44,7 +44,7 @@ struct JournalReconcileTests {
         // every photo and its sidecar. And a file of another capture that is none of these.
         let kept = [try write(dir, "120010_0002_1.jpg", jpeg), try write(dir, "120010_0002_2.jpg", jpeg)]
         let broken = try write(dir, "120010_0002_3.jpg", Array(jpeg.prefix(5)))
-        let whole = try (1...3).map { try write(dir, "120020_0003_\($0).jpg", jpeg) } + [try write(dir, "120020_0003_capture.json", Array("{}\n".utf8))]
+        let whole = try (1...3).map { try write(dir, "120020_0003_\($0).jpg", jpeg) } + [try write(dir, "120020_0003_capture.json", sidecar("120020_0003", steps: 3))]
         let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), log: lines.add)
         #expect(try journal.pendingSlots().isEmpty)
         #expect(try journal.counts() == [.taken: 2, .failed: 1])
@@ -54,6 +54,42 @@ struct JournalReconcileTests {
         #expect(try journal.resume().lastSlot == 2 && journal.resume().lastNumber == 3)
         #expect(lines.all.contains { $0.contains("slot 1 was begun and not journalled") && $0.contains("removed as incomplete") && $0.contains("recorded as failed") }, "\(lines.all)")
         #expect(lines.all.contains { $0.contains("slot 2") && $0.contains("4 whole files adopted") && $0.contains("recorded as taken") }, "\(lines.all)")
+    }
+
+    /// A sidecar as the writer leaves it: each step with its file; `interimMissing`, the steps a
+    /// bracket's interim sidecar says are still to come.
+    func sidecar(_ prefix: String, steps: Int, listed: Int? = nil, interimMissing: [Int]? = nil) -> [UInt8] {
+        let list = (1...(listed ?? steps)).map { "{\"step\":\($0),\"requested\":\"0 EV\",\"files\":[{\"path\":\"\(prefix)_\($0).jpg\",\"format\":\"jpeg\"}]}" }
+        let incomplete = interimMissing.map { ",\"incomplete\":{\"error\":\"written while the capture ran\",\"missingSteps\":[\($0.map(String.init).joined(separator: ","))]}" } ?? ""
+        return Array("{\"steps\":[\(list.joined(separator: ","))]\(incomplete)}\n".utf8)
+    }
+
+    @Test("killed between a bracket's steps: a slot whose sidecar is the interim one, or lists a step whose file is not there, is partial (failed, naming the steps), never taken")
+    func partialSlotIsNotTaken() throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir.path) }
+        do {
+            let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), log: { _ in })
+            try journal.intend(.init(index: 0, wall: WallClockTime(nanoseconds: 0), number: 1))
+            try journal.intend(.init(index: 1, wall: WallClockTime(nanoseconds: 10_000_000_000), number: 2))
+            try journal.intend(.init(index: 2, wall: WallClockTime(nanoseconds: 20_000_000_000), number: 3))
+        }
+        // Slot 0: two of three steps and the interim sidecar written after step 2.
+        for k in 1...2 { _ = try write(dir, "120010_0001_\(k).jpg", jpeg) }
+        _ = try write(dir, "120010_0001_capture.json", sidecar("120010_0001", steps: 3, listed: 2, interimMissing: [3]))
+        // Slot 1: a finished sidecar listing three steps, one of whose files is not on disk.
+        for k in [1, 3] { _ = try write(dir, "120020_0002_\(k).jpg", jpeg) }
+        _ = try write(dir, "120020_0002_capture.json", sidecar("120020_0002", steps: 3))
+        // Slot 2: whole.
+        for k in 1...3 { _ = try write(dir, "120030_0003_\(k).jpg", jpeg) }
+        _ = try write(dir, "120030_0003_capture.json", sidecar("120030_0003", steps: 3))
+        let lines = LinesSeen()
+        let journal = try TimelapseRun.openJournal(in: dir, spec: spec(), log: lines.add)
+        #expect(try journal.counts() == [.taken: 1, .failed: 2], "\(lines.all)")
+        let all = lines.all
+        #expect(all.contains { $0.contains("slot 0 ") && $0.contains("recorded as failed (partial: step 3 missing)") }, "\(all)")
+        #expect(all.contains { $0.contains("slot 1 ") && $0.contains("recorded as failed (partial: step 2 missing)") }, "\(all)")
+        #expect(all.contains { $0.contains("slot 2 ") && $0.contains("recorded as taken") }, "\(all)")
     }
 
     @Test("a new job (its journal empty, missing or deleted) over photos no journal knows is refused, and stays refused, until told")

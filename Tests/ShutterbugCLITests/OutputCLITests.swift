@@ -95,6 +95,12 @@ struct OutputCLITests {
         let dngs = final.filter { $0.hasSuffix(".dng") }
         #expect(dngs.count >= 1 && dngs.count < 6, "written before the disk filled: \(final)\n\(stdout)")
         for f in final { try await Self.checkComplete(work + "/photos/" + f) }
+        // The process did not end: no sidecar left says it did (the interim one, written while
+        // the capture ran, goes when the finished one cannot replace it).
+        for f in final where f.hasSuffix(".json") {
+            let json = try String(contentsOfFile: work + "/photos/" + f, encoding: .utf8)
+            #expect(!json.contains("written while the capture ran"), "\(f) claims the process ended: \(json.prefix(400))")
+        }
         // Each DNG written is reported, and every reported file exists.
         for line in stdout.split(separator: "\n") where line.hasPrefix("wrote ") {
             let path = String(line.dropFirst(6).prefix { $0 != " " })

@@ -224,12 +224,17 @@ public final class TimelapseRun {
                 removed.append(p)
             }
         }
-        // The sidecar is written after every photo of the capture: with it, the slot is whole.
-        let whole = adopted.contains { $0.path.hasSuffix(".json") } && removed.isEmpty
+        // Whole only when the finished sidecar is here (a bracket's interim one is written after
+        // each step, and says which are still to come) and every file it lists for each step is
+        // here and whole; otherwise partial, naming the steps that are not.
+        let check = SlotFiles.check(sidecar: adopted.first { $0.path.hasSuffix(".json") }.flatMap { readAll($0.path) },
+                                    present: Set(adopted.map { SlotFiles.name($0.path) }))
+        let whole = check.whole && removed.isEmpty
         let state: TimelapseJournal.SlotState = whole ? .taken : .failed
-        let reason = "interrupted: the run stopped after writing \(whole ? "all" : "\(adopted.count)") of this slot's files and before journalling it; \(adopted.isEmpty ? "none was" : "they were") adopted on resume\(removed.isEmpty ? "" : ", \(removed.count) incomplete removed")"
+        let what = whole ? "all of this slot's files" : "\(adopted.count) file\(adopted.count == 1 ? "" : "s") of this slot (partial: \(check.missing))"
+        let reason = "interrupted: the run stopped after writing \(what) and before journalling it; \(adopted.isEmpty ? "none was" : "they were") adopted on resume\(removed.isEmpty ? "" : ", \(removed.count) incomplete removed")"
         try journal.record(.init(index: intent.index, wall: intent.wall, state: state, reason: reason, number: adopted.isEmpty ? nil : intent.number), files: adopted)
-        log("slot \(intent.index) was begun and not journalled (the last run was stopped): \(adopted.count) whole file\(adopted.count == 1 ? "" : "s") adopted\(adopted.isEmpty ? "" : " (" + adopted.map(\.path).joined(separator: ", ") + ")")\(removed.isEmpty ? "" : "; removed as incomplete: " + removed.joined(separator: ", ")); recorded as \(state.rawValue)")
+        log("slot \(intent.index) was begun and not journalled (the last run was stopped): \(adopted.count) whole file\(adopted.count == 1 ? "" : "s") adopted\(adopted.isEmpty ? "" : " (" + adopted.map(\.path).joined(separator: ", ") + ")")\(removed.isEmpty ? "" : "; removed as incomplete: " + removed.joined(separator: ", ")); recorded as \(state.rawValue)\(whole ? "" : " (partial: \(check.missing))")")
     }
 
     static func readAll(_ path: String) -> [UInt8]? {
@@ -355,7 +360,10 @@ public final class TimelapseRun {
             log("slot \(k): cannot journal the slot before writing it (\(error)); a kill now would leave its files unjournalled")
         }
         do {
-            for try await e in writer.capture(settings, on: session, number: numbered.number) {
+            // Checksums from the writer, read back as each file is written: an uploader told of
+            // the capture may delete its files (--upload-delete-after) before this loop gets to
+            // them.
+            for try await e in writer.capture(settings, on: session, number: numbered.number, checksums: true) {
                 observe?(e)
                 switch e {
                 case .photoCaptured(let s, let m): result.frames.append(.init(step: s.index, metadata: m, bias: biases[s.index]))
@@ -364,7 +372,7 @@ public final class TimelapseRun {
                     columns[s.index] = column
                     thumbs[s.index] = thumb
                 case .fileWritten(let f):
-                    files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try Self.crc32(of: f.path)))
+                    files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try f.crc32 ?? Self.crc32(of: f.path)))
                     result.files.append(f.path)
                 case .captureFinished(let r): result.lock = r.phaseLock
                 case .writeFailed(let step, let format, let error): writeFailures.append("\(format)\(step.map { " step \($0)" } ?? ""): \(error)")
@@ -514,18 +522,5 @@ public final class TimelapseRun {
     }
 
     /// The CRC-32 of a file, as the journal keeps it to tell a file changed or cut short.
-    public static func crc32(of path: String) throws -> UInt32 {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
-        defer { close(fd) }
-        var crc: UInt32 = 0
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
-            if n == 0 { break }
-            crc = buffer.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0.prefix(n)), initial: crc) }
-        }
-        return crc
-    }
+    public static func crc32(of path: String) throws -> UInt32 { try OutputDirectory.crc32(of: path) }
 }

@@ -321,6 +321,33 @@ public final class OutputDirectory: Sendable {
         return full
     }
 
+    /// The CRC-32 of a file (the journal keeps it to tell a file changed or cut short).
+    public static func crc32(of path: String) throws -> UInt32 {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum") }
+        defer { close(fd) }
+        var crc: UInt32 = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ShutterbugError.fromErrno(-errno, while: "reading \(path) back for its checksum")
+            }
+            if n == 0 { break }
+            crc = buffer.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0.prefix(n)), initial: crc) }
+        }
+        return crc
+    }
+
+    /// Removes a file under the directory and syncs the directory (a full disk allows both).
+    public func remove(_ relative: String) throws {
+        let (full, dir, name, dirfd) = try openParent(relative)
+        defer { close(dirfd) }
+        guard unlinkat(dirfd, name, 0) == 0 else { throw Self.error(errno, "cannot remove \(full)") }
+        guard fsync(dirfd) == 0 else { throw Self.error(errno, "cannot sync the directory \(dir)") }
+    }
+
     /// A writer for a whole buffer, retrying short writes and EINTR.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { try writeAll(fd, $0) }

@@ -14,6 +14,9 @@ public struct WrittenFile: Sendable, Hashable {
     /// The image's size in pixels (nil for the sidecar and contact sheet).
     public var width: Int? = nil
     public var height: Int? = nil
+    /// The file's CRC-32 as written, read back before anyone else heard of the file (only when
+    /// the capture asked for checksums: a timelapse journals them).
+    public var crc32: UInt32? = nil
 }
 
 /// What the writer did with one capture.
@@ -206,12 +209,14 @@ public final class PhotoFileWriter: Sendable {
     /// when the capture would eat into the reserve) and waits for room in the pool.
     /// `number`: the capture's number, when the caller took it already (a timelapse journals
     /// it before any file is written); by default the directory's next.
-    public func capture(_ settings: PhotoSettings, on session: CaptureSession, number: Int? = nil,
+    /// `checksums`: each file's CRC-32 in its `WrittenFile`, read back as it is written (before
+    /// an uploader told of the file could delete it).
+    public func capture(_ settings: PhotoSettings, on session: CaptureSession, number: Int? = nil, checksums: Bool = false,
                         queued: (@Sendable () -> Void)? = nil) -> AsyncThrowingStream<OutputEvent, any Error> {
         let (stream, out) = AsyncThrowingStream<OutputEvent, any Error>.makeStream()
         let task = Task {
             do {
-                try await self.run(settings, session: session, number: number, queued: queued, out: out)
+                try await self.run(settings, session: session, number: number, checksums: checksums, queued: queued, out: out)
             } catch {
                 out.finish(throwing: error)
             }
@@ -220,7 +225,7 @@ public final class PhotoFileWriter: Sendable {
         return stream
     }
 
-    private func run(_ settings: PhotoSettings, session: CaptureSession, number given: Int?, queued: (@Sendable () -> Void)?,
+    private func run(_ settings: PhotoSettings, session: CaptureSession, number given: Int?, checksums: Bool, queued: (@Sendable () -> Void)?,
                      out: AsyncThrowingStream<OutputEvent, any Error>.Continuation) async throws {
         try check(settings.formats)
         let steps = max(settings.stepCount, 1)
@@ -239,7 +244,7 @@ public final class PhotoFileWriter: Sendable {
             if let notice = numbered.notice { out.yield(.notice(notice)) }
             number = numbered.number
         }
-        let record = CaptureRecord(steps: steps, clock: FrameClock.sample())
+        let record = CaptureRecord(steps: steps, clock: FrameClock.sample(), checksums: checksums)
         var name: ((Int?) -> String)?
         var resolved: ResolvedPhotoSettings?
         var planned: ResolvedPhotoSettings?
@@ -344,8 +349,18 @@ public final class PhotoFileWriter: Sendable {
             let sidecar = Sidecar(settings: settings, resolved: resolved, camera: camera, record: record, jpegQuality: jpegQuality,
                                   directory: directory.path, sidecarPath: relative)
             if let interim = record.sidecarPath.withLock({ $0 }) {
-                // A bracket's interim sidecar is replaced whole by the finished one.
-                writeFile(interim, step: nil, format: "json", record: record, out: out, replace: sidecar.json())
+                // A bracket's interim sidecar is replaced whole by the finished one. Where that
+                // cannot be written (a full disk), the interim one goes: it would say the process
+                // ended before steps that were written, and the failure says what happened.
+                let json = sidecar.json()
+                writeFile(interim, step: nil, format: "json", size: nil, record: record, out: out, written: {
+                    do {
+                        return (try directory.replace(interim, with: json), Int64(json.count))
+                    } catch let e as ShutterbugError {
+                        let removed = (try? directory.remove(interim)) != nil
+                        throw ShutterbugError(e.code, "\(e.message); the sidecar written while the capture ran \(removed ? "was removed (it said the process ended before steps that were written)" : "could not be removed either and says the capture was cut short")", errno: e.errno)
+                    }
+                })
             } else {
                 writeFile(relative, step: nil, format: "json", record: record, out: out) { fd in
                     try OutputDirectory.writeAll(fd, sidecar.json())
@@ -379,13 +394,6 @@ public final class PhotoFileWriter: Sendable {
     }
 
     private func writeFile(_ relative: String, step: Int?, format: String, size: (Int, Int)? = nil, record: CaptureRecord,
-                           out: AsyncThrowingStream<OutputEvent, any Error>.Continuation, replace bytes: [UInt8]) {
-        writeFile(relative, step: step, format: format, size: size, record: record, out: out, written: {
-            (try directory.replace(relative, with: bytes), Int64(bytes.count))
-        })
-    }
-
-    private func writeFile(_ relative: String, step: Int?, format: String, size: (Int, Int)? = nil, record: CaptureRecord,
                            out: AsyncThrowingStream<OutputEvent, any Error>.Continuation, _ body: (Int32) throws -> Void) {
         writeFile(relative, step: step, format: format, size: size, record: record, out: out, written: { try directory.write(relative, body) })
     }
@@ -394,7 +402,8 @@ public final class PhotoFileWriter: Sendable {
                            out: AsyncThrowingStream<OutputEvent, any Error>.Continuation, written: () throws -> (path: String, bytes: Int64)) {
         do {
             let (path, bytes) = try written()
-            let file = WrittenFile(step: step, format: format, path: path, bytes: bytes, width: size?.0, height: size?.1)
+            let crc = record.checksums ? try OutputDirectory.crc32(of: path) : nil
+            let file = WrittenFile(step: step, format: format, path: path, bytes: bytes, width: size?.0, height: size?.1, crc32: crc)
             record.written(file)
             out.yield(.fileWritten(file))
         } catch {
@@ -442,9 +451,12 @@ final class CaptureRecord: Sendable {
     /// its lock also keeps two workers from writing it at once.
     let sidecarPath = Mutex<String?>(nil)
 
-    init(steps: Int, clock: FrameClock) {
+    let checksums: Bool
+
+    init(steps: Int, clock: FrameClock, checksums: Bool = false) {
         stepCount = steps
         self.clock = clock
+        self.checksums = checksums
     }
 
     func set(exposureStarted t: SensorTime) { state.withLock { $0.exposureStarted = t } }

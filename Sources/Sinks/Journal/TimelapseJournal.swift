@@ -108,6 +108,29 @@ public final class TimelapseJournal: @unchecked Sendable {
             close(fd)
             throw error
         }
+        // From here a failure gives the lock back as well: the init throws before deinit could
+        // (a reload that changed a job's settings kept the job's journal locked until a restart).
+        do {
+            try Self.prepareSchema(database)
+            if let row = try database.query("SELECT id, spec FROM jobs WHERE name = ?", [.text(name)]).first {
+                guard Self.sameSpec(row[1].text ?? "", spec) else {
+                    throw ShutterbugError(.invalidArgument, "the journal \(path) has a job '\(name)' with other settings (\(row[1].text ?? "")); resume it with the same settings, or give a new --job name")
+                }
+                jobID = row[0].int!
+                created = false
+            } else {
+                try database.query("INSERT INTO jobs(name, spec, created_wall_ns) VALUES (?, ?, ?)", [.text(name), .text(spec), .int(Self.wallNow())])
+                jobID = try database.query("SELECT last_insert_rowid()")[0][0].int!
+                created = true
+            }
+        } catch {
+            close(fd)
+            throw error
+        }
+        jobName = name
+    }
+
+    private static func prepareSchema(_ database: SQLiteDatabase) throws {
         try database.execute("""
             PRAGMA journal_mode=WAL;
             PRAGMA synchronous=FULL;
@@ -144,18 +167,6 @@ public final class TimelapseJournal: @unchecked Sendable {
                 number INTEGER, started_wall_ns INTEGER NOT NULL, PRIMARY KEY (job, idx));
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '\(Self.schemaVersion)');
             """)
-        jobName = name
-        if let row = try database.query("SELECT id, spec FROM jobs WHERE name = ?", [.text(name)]).first {
-            guard Self.sameSpec(row[1].text ?? "", spec) else {
-                throw ShutterbugError(.invalidArgument, "the journal \(path) has a job '\(name)' with other settings (\(row[1].text ?? "")); resume it with the same settings, or give a new --job name")
-            }
-            jobID = row[0].int!
-            created = false
-        } else {
-            try database.query("INSERT INTO jobs(name, spec, created_wall_ns) VALUES (?, ?, ?)", [.text(name), .text(spec), .int(Self.wallNow())])
-            jobID = try database.query("SELECT last_insert_rowid()")[0][0].int!
-            created = true
-        }
     }
 
     /// A slot about to be written: its index, wall time and capture number, journalled before
@@ -220,7 +231,8 @@ public final class TimelapseJournal: @unchecked Sendable {
 
     /// Whether two jobs' settings texts mean the same job: the file formats are a set, so
     /// `format=jpeg,dng` is `format=dng,jpeg` (and `jpg` is `jpeg`, `raw` is `dng`).
-    static func sameSpec(_ a: String, _ b: String) -> Bool {
+    /// Whether a journal of `a`'s settings resumes a job of `b`'s (formats in any order, aliases).
+    public static func sameSpec(_ a: String, _ b: String) -> Bool {
         func canonical(_ text: String) -> [String] {
             text.split(separator: " ").map { token in
                 guard token.hasPrefix("format=") else { return String(token) }
@@ -418,26 +430,5 @@ public final class TimelapseJournal: @unchecked Sendable {
         var t = timespec()
         clock_gettime(CLOCK_REALTIME, &t)
         return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
-    }
-}
-
-/// CRC-32 (IEEE 802.3, as zlib and `gzip` compute it) for file checksums in the journal.
-public enum CRC32 {
-    static let table: [UInt32] = (0..<256).map { n in
-        var c = UInt32(n)
-        for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-        return c
-    }
-
-    public static func checksum(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
-        var c = ~initial
-        table.withUnsafeBufferPointer { t in
-            for b in bytes { c = t[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
-        }
-        return ~c
-    }
-
-    public static func checksum(_ bytes: [UInt8], initial: UInt32 = 0) -> UInt32 {
-        bytes.withUnsafeBytes { checksum($0, initial: initial) }
     }
 }
