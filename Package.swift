@@ -23,6 +23,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
+        // Hummingbird's own: the server's channel handlers (a whole-request deadline) use them.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.34.1"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
@@ -95,6 +98,7 @@ let package = Package(
         .target(name: "JobOptions", dependencies: ["CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "Jobs", "LinuxGPIO", "ProcessTriggers", "ShutterbugCore", "Timelapse",
                                                    .product(name: "ArgumentParser", package: "swift-argument-parser")], path: "Sources/Service/JobOptions"),
         .target(name: "Server", dependencies: ["Capture", "CaptureScheduler", "Fleet", "Jobs", "JobOptions", "Journal", "Timelapse", "ImageOutput", "ShutterbugCore", "Upload", .product(name: "Hummingbird", package: "hummingbird"),
+                                               .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                                                .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
                                                .product(name: "Logging", package: "swift-log")],
                 path: "Sources/Service/Server"),

@@ -12,6 +12,10 @@ import SimulatedCamera
 import TestSupport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The service's API in process: `CameraService` on the simulated camera in virtual time,
 /// its router driven by Hummingbird's test client (no socket, no child process).
 @Suite("HTTP API in process: CameraService on the simulated camera, through Hummingbird's test client", .timeLimit(.minutes(2)))
@@ -309,6 +313,29 @@ struct HTTPAPITests {
         }
     }
 
+    @Test("a reload that changes a running job's bracket (its journal would refuse it) is refused with the reason and the job runs on; one that changes only its count restarts it, and the journal's lock was given back")
+    func reloadRefusesAJournalChange() async throws {
+        try await withService { service, _, _ in
+            let job = try JobDefinition(name: "roof", words: ["--interval", "1h", "--count", "10", "--ev", "-1,0,1"])
+            var r = await service.apply(.init(jobs: [job]))
+            #expect(r.started == ["job roof"], "\(r)")
+            let changed = try JobDefinition(name: "roof", words: ["--interval", "1h", "--count", "10", "--ev", "-2,0,2"])
+            r = await service.apply(.init(jobs: [changed]))
+            #expect(r.restarted.isEmpty && r.started.isEmpty && r.stopped.isEmpty, "\(r)")
+            #expect(r.refused.count == 1 && r.refused[0].contains("job roof") && r.refused[0].contains("journal"), "\(r)")
+            let state = await service.job(named: "roof")?.state
+            #expect(state == .starting || state == .running, "the job runs on: \(String(describing: state))")
+            // Only what the journal does not keep: restarted, and it starts (its lock free).
+            let longer = try JobDefinition(name: "roof", words: ["--interval", "1h", "--count", "20", "--ev", "-1,0,1"])
+            r = await service.apply(.init(jobs: [longer]))
+            #expect(r.restarted == ["job roof"] && r.refused.isEmpty, "\(r)")
+            try await withDeadline(.seconds(30), "the restarted job to run") {
+                while await service.job(named: "roof")?.state != .running { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            await service.stopAll("the test is over")
+        }
+    }
+
     @Test("with a token: the page shell answers without it (it asks for the token itself), every API call needs it, the scheme in any case")
     func pageWithToken() async throws {
         let token = "0123456789abcdef-token"
@@ -368,6 +395,109 @@ struct HTTPAPITests {
                     #expect(r.status == .created, "\(r.status) \(String(buffer: r.body))")
                 }
                 #expect(await service.jobStatuses().isEmpty, "no job was started by a refused request")
+            }
+        }
+    }
+
+    @Test("no other site may frame the page (X-Frame-Options, frame-ancestors); HEAD answers where GET does, with no body; a request without a Host is a 400")
+    func browserRules() async throws {
+        try await withService { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access))
+            try await app.test(.live) { client in
+                for path in ["/", "/api/status"] {
+                    try await client.execute(uri: path, method: .get) { r in
+                        #expect(r.status == .ok)
+                        #expect(r.headers[HTTPField.Name("X-Frame-Options")!] == "DENY", "\(path): \(r.headers)")
+                        #expect(r.headers[.contentSecurityPolicy]?.contains("frame-ancestors 'none'") == true, "\(path): \(r.headers)")
+                        #expect(r.headers[.xContentTypeOptions] == "nosniff", "\(path): \(r.headers)")
+                    }
+                }
+                try await client.execute(uri: "/api/status", method: .head) { r in
+                    #expect(r.status == .ok, "\(r.status)")
+                    #expect(r.body.readableBytes == 0)
+                    #expect(r.headers[.contentType] == "application/json", "\(r.headers)")
+                }
+                try await client.execute(uri: "/", method: .head) { r in
+                    #expect(r.status == .ok && r.body.readableBytes == 0, "\(r.status)")
+                }
+                try await client.execute(uri: "/api/capture", method: .head) { r in
+                    #expect(r.status == .methodNotAllowed, "\(r.status)")
+                }
+                let port = try #require(client.port)
+                let raw = TestClient(host: "localhost", port: port)
+                raw.connect()
+                defer { Task { try? await raw.shutdown() } }
+                let noHost = try await raw.execute(.init("/api/status", method: .get, authority: nil))
+                #expect(noHost.status == .badRequest, "\(noHost.status)")
+                let said = noHost.body.map { String(buffer: $0) } ?? ""
+                #expect(said.contains("Host"), "\(said)")
+            }
+        }
+    }
+
+    @Test("a client trickling its request (a byte at a time, each resetting the idle timeout) is closed at the request deadline; one refused before its body is closed once answered; Expect: 100-continue is answered")
+    func requestDeadline() async throws {
+        try await withService { service, _, access in
+            let app = Application(router: HTTPAPI.router(service, access: access), server: .http1(configuration: HTTPAPI.http1(requestDeadline: .milliseconds(800))),
+                                  configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            try await app.test(.live) { client in
+                let port = UInt16(try #require(client.port))
+                func connected() throws -> Int32 {
+                    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                    var addr = sockaddr_in()
+                    addr.sin_family = sa_family_t(AF_INET)
+                    addr.sin_port = port.bigEndian
+                    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+                    let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+                    try #require(rc == 0, "connect: errno \(errno)")
+                    return fd
+                }
+                func send(_ fd: Int32, _ text: String) -> Int { text.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } }
+                /// What the server sent until it closed (or `seconds` passed: nil).
+                func readUntilClosed(_ fd: Int32, seconds: Int32) -> String? {
+                    var out: [UInt8] = []
+                    var buffer = [UInt8](repeating: 0, count: 4096)
+                    while true {
+                        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                        guard poll(&pfd, 1, seconds * 1000) > 0 else { return nil }
+                        let n = recv(fd, &buffer, buffer.count, 0)
+                        if n <= 0 { return String(decoding: out, as: UTF8.self) }
+                        out += buffer[0..<n]
+                    }
+                }
+                // Trickled: a byte every 100 ms of a 1000-byte body, far past 0.8 s.
+                let slow = try connected()
+                defer { close(slow) }
+                _ = send(slow, "POST /api/capture HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+                let began = ContinuousClock.now
+                var closedAfter: Duration?
+                for _ in 0..<50 {
+                    try await Task.sleep(for: .milliseconds(100))
+                    if send(slow, " ") < 0 { closedAfter = ContinuousClock.now - began; break }
+                    var pfd = pollfd(fd: slow, events: Int16(POLLIN), revents: 0)
+                    if poll(&pfd, 1, 0) > 0 {
+                        var byte: UInt8 = 0
+                        if recv(slow, &byte, 1, 0) <= 0 { closedAfter = ContinuousClock.now - began; break }
+                    }
+                }
+                let after = try #require(closedAfter, "a request trickled for 5 s was not closed")
+                #expect(after < .seconds(3), "closed after \(after)")
+                // Refused before its body (no token needed here, but not JSON: 415): the answer,
+                // then the connection closes without the body being sent.
+                let refused = try connected()
+                defer { close(refused) }
+                _ = send(refused, "POST /api/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 5000\r\n\r\nabc")
+                let answer = try #require(readUntilClosed(refused, seconds: 5), "the connection stayed open after its refusal")
+                #expect(answer.hasPrefix("HTTP/1.1 415"), "\(answer.prefix(200))")
+                // Expect: 100-continue: the interim answer comes before the body is sent.
+                let expecting = try connected()
+                defer { close(expecting) }
+                _ = send(expecting, "POST /api/capture HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+                var pfd = pollfd(fd: expecting, events: Int16(POLLIN), revents: 0)
+                #expect(poll(&pfd, 1, 5000) > 0, "no interim answer to Expect: 100-continue")
+                var buffer = [UInt8](repeating: 0, count: 256)
+                let n = recv(expecting, &buffer, buffer.count, 0)
+                #expect(n > 0 && String(decoding: buffer[0..<max(n, 0)], as: UTF8.self).hasPrefix("HTTP/1.1 100"), "\(String(decoding: buffer[0..<max(n, 0)], as: UTF8.self))")
             }
         }
     }

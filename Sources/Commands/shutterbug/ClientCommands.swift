@@ -261,6 +261,7 @@ struct JobsCommand: AsyncParsableCommand {
             let r = try JSONDecoder().decode(CameraService.Reload.self, from: body)
             print("reloaded: kept \(r.kept.joined(separator: ", ").nonEmpty ?? "nothing"); started \(r.started.joined(separator: ", ").nonEmpty ?? "nothing"); restarted \(r.restarted.joined(separator: ", ").nonEmpty ?? "nothing"); stopped \(r.stopped.joined(separator: ", ").nonEmpty ?? "nothing")")
             if !r.needsRestart.isEmpty { print("  \(r.needsRestart.joined(separator: ", ")) changed: they take effect when the service is restarted") }
+            for refused in r.refused { print("  refused: \(refused)") }
             return
         }
         let jobs = action == "list" ? try JSONDecoder().decode([JobStatus].self, from: body) : [try JSONDecoder().decode(JobStatus.self, from: body)]

@@ -272,7 +272,7 @@ struct ServeCommand: AsyncParsableCommand {
             for await _ in hup.triggers() {
                 do {
                     let r = try await reload()
-                    logger.notice("SIGHUP: configuration reloaded: kept \(r.kept), started \(r.started), restarted \(r.restarted), stopped \(r.stopped)\(r.needsRestart.isEmpty ? "" : "; \(r.needsRestart.joined(separator: ", ")) take effect only when the service is restarted")")
+                    logger.notice("SIGHUP: configuration reloaded: kept \(r.kept), started \(r.started), restarted \(r.restarted), stopped \(r.stopped)\(r.refused.isEmpty ? "" : "; refused: " + r.refused.joined(separator: "; "))\(r.needsRestart.isEmpty ? "" : "; \(r.needsRestart.joined(separator: ", ")) take effect only when the service is restarted")")
                 } catch {
                     logger.error("SIGHUP: the configuration was not reloaded, what runs goes on as it was: \((error as? ShutterbugError)?.message ?? "\(error)")")
                 }
@@ -300,11 +300,12 @@ struct ServeCommand: AsyncParsableCommand {
         let host = access.host.contains(":") ? "[\(access.host)]" : access.host
         let where_ = "http://\(host):\(access.port)/"
         // Connections are bounded and timed: one idle for 15 s is closed (a slow or
-        // stalled client, a keep-alive left open), and beyond 512 at once no more are taken
-        // until one ends, so idle clients cannot use up the file descriptors the camera and
-        // the jobs' journals need.
+        // stalled client, a keep-alive left open), a request not whole within 30 s too (a
+        // client trickling its body), and beyond 512 at once no more are taken until one
+        // ends, so idle clients cannot use up the file descriptors the camera and the jobs'
+        // journals need.
         let app = Application(router: HTTPAPI.router(service, access: access, hooks: hooks),
-                              server: .http1(configuration: .init(idleTimeout: .seconds(15))),
+                              server: .http1(configuration: HTTPAPI.http1()),
                               configuration: .init(address: .hostname(access.host, port: access.port), serverName: "shutterbug",
                                                    availableConnectionsDelegate: MaximumAvailableConnections(Self.maxConnections)),
                               onServerRunning: { channel in

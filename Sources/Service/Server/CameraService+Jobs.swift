@@ -1,5 +1,6 @@
 import Capture
 import ImageOutput
+import Journal
 import Jobs
 import ShutterbugCore
 
@@ -26,6 +27,8 @@ extension CameraService {
         public var restarted: [String] = []
         /// No longer declared.
         public var stopped: [String] = []
+        /// Changes not made, with the reason (what they would have changed runs on as it was).
+        public var refused: [String] = []
         /// Options that take effect only when the service is started again.
         public var needsRestart: [String] = []
     }
@@ -37,7 +40,19 @@ extension CameraService {
     @discardableResult
     public func apply(_ d: Declared) async -> Reload {
         var r = Reload()
-        let wanted = Dictionary(d.jobs.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        var wanted = Dictionary(d.jobs.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        // A job's journal keeps the settings it was begun with: a running job whose bracket or
+        // schedule changed under the same name would be stopped and then refused by its own
+        // journal. It runs on as it was, and the reload says why.
+        var refusedJobs: Set<String> = []
+        for job in jobs where configuredJobs.contains(job.definition.name) && !job.status.isOver {
+            let name = job.definition.name
+            guard let w = wanted[name], w.arguments != job.definition.arguments,
+                  !TimelapseJournal.sameSpec(job.definition.spec.journalSpec, w.spec.journalSpec) else { continue }
+            refusedJobs.insert(name)
+            wanted[name] = job.definition
+            r.refused.append("job \(name): its settings changed (\(job.definition.spec.journalSpec) → \(w.spec.journalSpec)), and its journal resumes a job only with the settings it began with; it runs on unchanged. Give the changed job a new name (a new journal), or stop it and remove its folder's journal first")
+        }
         for job in jobs where configuredJobs.contains(job.definition.name) && !job.status.isOver {
             let name = job.definition.name
             if let w = wanted[name], w.arguments == job.definition.arguments { continue }
@@ -45,7 +60,7 @@ extension CameraService {
             await job.wait()
             if wanted[name] == nil { r.stopped.append("job \(name)") }
         }
-        for def in d.jobs {
+        for def in d.jobs where !refusedJobs.contains(def.name) {
             let current = jobs.first { $0.definition.name == def.name }
             if let current, !current.status.isOver {
                 if current.definition.arguments == def.arguments { r.kept.append("job \(def.name)") }

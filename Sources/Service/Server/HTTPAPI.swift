@@ -1,6 +1,7 @@
 import Capture
 import Jobs
 import Foundation
+import HTTPTypes
 import Hummingbird
 import ShutterbugCore
 
@@ -119,7 +120,12 @@ public enum HTTPAPI {
     struct RequestGuard<Context: RequestContext>: RouterMiddleware {
         let access: Access
         func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-            if let authority = request.head.authority, !access.accepts(authority: authority) {
+            // HTTP/1.1 requires a Host (RFC 9112 §3.2): without one, nothing says which name
+            // the client meant, so the DNS-rebinding check below could not be made.
+            guard let authority = request.head.authority, !authority.isEmpty else {
+                return HTTPAPI.error(.badRequest, "a request needs a Host header (HTTP/1.1)")
+            }
+            if !access.accepts(authority: authority) {
                 return HTTPAPI.error(.init(code: 421, reasonPhrase: "Misdirected Request"),
                                      "this camera does not answer to the host name '\(authority)'; use its address, localhost or \(access.hostNames.isEmpty ? "a name given with --host-names" : access.hostNames.joined(separator: ", ") + " (more with --host-names)")")
             }
@@ -146,7 +152,21 @@ public enum HTTPAPI {
         }
     }
 
-    /// A known path asked with a method it does not take: 405 with the methods it does.
+    /// What every response says to a browser: never inside another site's frame (a click on a
+    /// framed Photo button would take a photo), never sniffed as another type, no referrer.
+    struct BrowserHeaders<Context: RequestContext>: RouterMiddleware {
+        func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+            var r = try await next(request, context)
+            r.headers[.xFrameOptions] = "DENY"
+            r.headers[.contentSecurityPolicy] = "frame-ancestors 'none'"
+            r.headers[.xContentTypeOptions] = "nosniff"
+            r.headers[.referrerPolicy] = "no-referrer"
+            return r
+        }
+    }
+
+    /// A known path asked with a method it does not take: 405 with the methods it does (HEAD
+    /// wherever GET is: the router answers it as GET, without the body).
     struct MethodMiddleware<Context: RequestContext>: RouterMiddleware {
         static func allowed(_ path: String) -> [HTTPRequest.Method]? {
             switch path {
@@ -164,7 +184,7 @@ public enum HTTPAPI {
         }
 
         func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-            if let allowed = Self.allowed(request.uri.path), !allowed.contains(request.method) {
+            if let allowed = Self.allowed(request.uri.path), !allowed.contains(request.method), !(request.method == .head && allowed.contains(.get)) {
                 var r = HTTPAPI.error(.methodNotAllowed, "\(request.uri.path) takes \(allowed.map(\.rawValue).joined(separator: ", ")), not \(request.method.rawValue)")
                 r.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
                 return r
@@ -408,8 +428,10 @@ public enum HTTPAPI {
 
     /// The router: every endpoint of `openapi.yaml`.
     public static func router(_ service: CameraService, access: Access, hooks: Hooks = .none) -> Router<APIRequestContext> {
-        let router = Router(context: APIRequestContext.self)
+        // HEAD wherever GET is (Hummingbird's own: GET's status and headers, no body).
+        let router = Router(context: APIRequestContext.self, options: .autoGenerateHeadEndpoints)
         // The limit first: a client over it gets no further, token or not.
+        router.middlewares.add(BrowserHeaders<APIRequestContext>())
         router.middlewares.add(RateLimitMiddleware<APIRequestContext>(limiter: access.rateLimit.map { RateLimiter(rate: $0, limitsLoopback: access.limitsLoopback) }))
         router.middlewares.add(RequestGuard<APIRequestContext>(access: access))
         router.middlewares.add(TokenMiddleware<APIRequestContext>(token: access.token))
@@ -583,4 +605,10 @@ extension HTTPFields {
     /// Fetch Metadata: where a browser's request came from (same-origin, same-site,
     /// cross-site, none).
     var secFetchSite: String? { first { $0.name.canonicalName == "sec-fetch-site" }?.value }
+}
+
+extension HTTPField.Name {
+    /// Not among swift-http-types' registered names.
+    static var xFrameOptions: Self { Self("X-Frame-Options")! }
+    static var referrerPolicy: Self { Self("Referrer-Policy")! }
 }
