@@ -82,8 +82,16 @@ struct FleetNodeTests {
         try await withDeadline(.seconds(20), "the other group's command to be seen and left") {
             while await node.counts.notForThisNode < 1 { try await Task.sleep(for: .milliseconds(20)) }
         }
+        // A command published retained while the node is online: the broker forwards it at once
+        // and, without "retain as published", with its retain flag cleared. Not carried out.
+        let before = await node.counts.retainedIgnored
+        #expect(coordinator.publish(topics.commands, Array(#"{"id": "r2", "command": "reload"}"#.utf8), qos: 1, retain: true))
+        try await withDeadline(.seconds(20), "the command retained while the node was online to be seen and left") {
+            while await node.counts.retainedIgnored <= before { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        coordinator.clearRetained(topics.commands)
         let performed = await service.performed.map(\.id)
-        #expect(performed == ["a1", "a3"], "each id once; the bad one never reached the service: \(performed)")
+        #expect(performed == ["a1", "a3"], "each id once; the bad one and the retained ones never reached the service: \(performed)")
 
         // A job goes; a reload publishes discovery again and removes the job's switch.
         await service.setJobs(["roof"])

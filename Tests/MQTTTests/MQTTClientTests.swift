@@ -53,6 +53,56 @@ actor Inbox {
 struct MQTTClientTests {
     static func text(_ m: MQTTMessage) -> String { String(decoding: m.payload, as: UTF8.self) }
 
+    @Test("a reader that falls behind loses the oldest messages past the inbox's limit, and the client counts every one it dropped")
+    func inboxDropsAreCounted() async throws {
+        let broker = try Broker()
+        try await broker.start()
+        var options = MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "slow-reader")
+        options.inboxLimit = 8
+        let reader = try MQTTClient(options)
+        defer { reader.stop() }
+        reader.subscribe("flood/#")
+        let sender = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "flooder"))
+        defer { sender.stop() }
+        try await withDeadline(.seconds(20), "both connections and the subscription") {
+            while !(reader.status.connected && sender.status.connected) { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        // The subscription is in once a probe comes back; nothing is read meanwhile but it.
+        let probing = Task {
+            while !Task.isCancelled {
+                sender.publish("flood/probe", [0], qos: 1)
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        let sawProbe = Task { () -> Bool in
+            for await m in reader.messages where m.topic == "flood/probe" { return true }
+            return false
+        }
+        let seen = try await withDeadline(.seconds(20), "a probe through the subscription") { await sawProbe.value }
+        probing.cancel()
+        _ = await probing.value
+        #expect(seen == true)
+        let sent = 100
+        for i in 0..<sent { #expect(sender.publish("flood/\(i)", [UInt8(i)], qos: 1)) }
+        // Nothing read: the client keeps the newest 8 and counts what it dropped.
+        let limit = options.inboxLimit
+        try await withDeadline(.seconds(20), "\(sent - limit) messages counted as dropped") {
+            while reader.inboxDropped < sent - limit { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        let reading = Task { () -> [String] in
+            var kept: [String] = []
+            for await m in reader.messages where m.topic != "flood/probe" {
+                kept.append(m.topic)
+                if kept.count == limit { break }
+            }
+            return kept
+        }
+        let kept = try await withDeadline(.seconds(20), "the \(limit) messages kept") { await reading.value }
+        #expect(kept == (sent - limit..<sent).map { "flood/\($0)" }, "the newest are kept: \(String(describing: kept))")
+        #expect(reader.inboxDropped >= sent - limit)
+        try await broker.stop()
+    }
+
     @Test("retained state reaches a later subscriber; a command with MQTT 5's response topic and correlation data is answered on that topic with the same data")
     func commandAndResponse() async throws {
         let broker = try Broker()

@@ -51,6 +51,16 @@ static inline void *sbmosq_correlation(const mosquitto_property *props, uint16_t
 	return value;
 }
 
+/*
+ * Subscribes keeping each message's retain flag as published (MQTT 5 "retain as published"):
+ * without it the broker clears the flag on a retained message forwarded to a subscriber that
+ * was already online, which then cannot tell a command left retained from a live one.
+ */
+static inline int sbmosq_subscribe(struct mosquitto *m, const char *topic, int qos)
+{
+	return mosquitto_subscribe_v5(m, NULL, topic, qos, MQTT_SUB_OPT_RETAIN_AS_PUBLISHED, NULL);
+}
+
 static inline int sbmosq_use_v5(struct mosquitto *m)
 {
 	return mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);

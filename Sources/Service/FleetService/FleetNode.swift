@@ -44,6 +44,8 @@ public actor FleetNode {
         /// every reconnection).
         public var retainedIgnored = 0
         public var notForThisNode = 0
+        /// Messages the client dropped unread (its inbox full): commands that got no answer.
+        public var droppedUnread = 0
     }
     public private(set) var counts = Counts()
 
@@ -67,8 +69,18 @@ public actor FleetNode {
         await publishState()
         await publishDiscovery()
         for await m in client.messages {
+            noteDropped()
             await handle(m)
         }
+    }
+
+    /// Says (once per new loss) that messages were dropped unread because the node fell behind:
+    /// a command among them was never answered, and its sender should know why.
+    private func noteDropped() {
+        let dropped = client.inboxDropped
+        guard dropped > counts.droppedUnread else { return }
+        log("MQTT: \(dropped - counts.droppedUnread) message\(dropped - counts.droppedUnread == 1 ? "" : "s") dropped unread (\(dropped) in all): commands came faster than the node carries them out and its inbox was full; commands among them got no answer")
+        counts.droppedUnread = dropped
     }
 
     /// Publishes the state document again (retained), after anything it shows changed.

@@ -103,6 +103,8 @@ public final class MQTTClient: Sendable {
         var connections = 0
         /// Messages not sent because the client was not connected.
         var unsent = 0
+        /// Messages received and dropped unread: the reader fell `inboxLimit` behind.
+        var inboxDropped = 0
         /// Why the last connection attempt failed, in the broker's words.
         var problem: String?
         var stopped = false
@@ -221,13 +223,17 @@ public final class MQTTClient: Sendable {
         state.withLock { ($0.connected, $0.connections, $0.unsent, $0.problem) }
     }
 
+    /// Messages received that the reader never saw: it fell `inboxLimit` messages behind and
+    /// the oldest were dropped.
+    public var inboxDropped: Int { state.withLock { $0.inboxDropped } }
+
     /// Subscribes now if connected, and again on every connection.
     public func subscribe(_ topic: String, qos: Int = 1) {
         let connected = state.withLock { s -> Bool in
             s.subscriptions[topic] = Int32(qos)
             return s.connected
         }
-        if connected { mosquitto_subscribe(handle.mosq, nil, topic, Int32(qos)) }
+        if connected { sbmosq_subscribe(handle.mosq, topic, Int32(qos)) }
     }
 
     /// Publishes `payload`; a retained one is kept and published again on every connection.
@@ -270,7 +276,7 @@ public final class MQTTClient: Sendable {
             s.connections += 1
             return (s.subscriptions, s.retained)
         }
-        for (topic, qos) in subscriptions.sorted(by: { $0.key < $1.key }) { mosquitto_subscribe(handle.mosq, nil, topic, qos) }
+        for (topic, qos) in subscriptions.sorted(by: { $0.key < $1.key }) { sbmosq_subscribe(handle.mosq, topic, qos) }
         for (topic, payload) in retained.sorted(by: { $0.key < $1.key }) { _ = send(topic, payload, qos: 1, retain: true, responseTopic: nil, correlationData: nil) }
         events.yield(true)
     }
@@ -294,7 +300,9 @@ public final class MQTTClient: Sendable {
             correlation = Array(UnsafeRawBufferPointer(start: c, count: Int(length)))
             free(c)
         }
-        incoming.yield(MQTTMessage(topic: topic, payload: payload, retained: m.retain, responseTopic: response, correlationData: correlation))
+        if case .dropped = incoming.yield(MQTTMessage(topic: topic, payload: payload, retained: m.retain, responseTopic: response, correlationData: correlation)) {
+            state.withLock { $0.inboxDropped += 1 }
+        }
     }
 
     /// Closes the connection under the client without a goodbye, as a network cut would: the
