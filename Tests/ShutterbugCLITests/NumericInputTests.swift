@@ -73,6 +73,16 @@ struct NumericInputTests {
         }
     }
 
+    @Test("steps the frames cannot tell apart are a usage error (64), said in the terms they were given in (lens positions for a focus bracket)")
+    func indistinguishableSteps() async throws {
+        let focus = try await CLITests.shutterbug(["bracket", "--camera", "sim:imx708", "--role", "video", "--virtual-time", "--focus-steps", "1,1.0001"])
+        #expect(focus.status == 64, "\(focus.status) \(focus.stderr)")
+        #expect(focus.stderr.contains("cannot be told apart") && focus.stderr.contains("lens position within"), "\(focus.stderr)")
+        #expect(!focus.stderr.contains("exposure within"), "a focus bracket's refusal speaks of lens positions: \(focus.stderr)")
+        let exposures = try await CLITests.shutterbug(["bracket", "--camera", "sim:imx477", "--role", "video", "--virtual-time", "--exposures", "1/100,1/100.2", "--gain", "2"])
+        #expect(exposures.status == 64 && exposures.stderr.contains("exposure within one line"), "\(exposures.status) \(exposures.stderr)")
+    }
+
     @Test("a bracket longer than the camera can hold is refused before the camera opens, with the limit")
     func bracketSizeLimit() async throws {
         let steps = Array(repeating: "1/100", count: 20).joined(separator: ",")

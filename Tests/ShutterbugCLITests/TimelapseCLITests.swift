@@ -177,8 +177,10 @@ struct TimelapseCLITests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let r = try await runChild(Self.exe, ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--exposures", "1/2,1,2",
                                               "--no-phase-lock", "--interval", "8s", "--count", "3", "--output", dir, "--json"])
-        #expect(r.status == 0, "\(r.err)")
         let db = dir + "/timelapse.sqlite"
+        // A run that took no slot at all exits 1 (it tried, and got nothing).
+        let taken = try await sqlite(db, "SELECT count(*) FROM slots WHERE state = 'taken'")
+        #expect(r.status == (taken == "0" ? 1 : 0), "\(taken) taken, status \(r.status): \(r.err)")
         // The limit is min(8 s / 2, 1 s).
         #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE state = 'taken' AND error_ns > 1000000000") == "0")
         #expect(try await sqlite(db, "SELECT count(*) FROM slots WHERE state = 'skipped' AND reason LIKE 'late: the first exposure would begin%'") != "0")
@@ -355,6 +357,19 @@ struct TimelapseCLITests {
         #expect(failed.allSatisfy { ($0["reason"] as? String)?.contains("went away") == true }, "\(failed)")
         #expect((summary["journalTaken"] as? Int ?? 0) + failed.count == 12, "every other slot taken: \(summary)")
         #expect(r.err.contains("opening it again") && r.err.contains("the camera is back"), "\(r.err)")
+    }
+
+    @Test("a run that tried slots and took none (every one skipped: no room beside the reserve) exits 1 after its summary, saying why; a script or service manager does not read it as success")
+    func noSlotTaken() async throws {
+        let dir = NSTemporaryDirectory() + "sb-timelapse-none-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // A reserve of 1 TiB: no disk here has that free, so every slot is skipped for space.
+        let r = try await runChild(Self.exe, ["timelapse", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--interval", "10s", "--count", "3",
+                                              "--reserve", "1048576", "--output", dir, "--json"])
+        let (slots, summary) = try lines(r.out)
+        #expect(slots.count == 3 && summary["thisTaken"] as? Int == 0, "\(summary)")
+        #expect(r.status == 1, "status \(r.status): \(r.err)")
+        #expect(r.err.contains("no slot of this run was taken"), "\(r.err)")
     }
 
     @Test("retention keeps the newest slots within --keep: the oldest slots' files go whole, the journal says which, the disk agrees")

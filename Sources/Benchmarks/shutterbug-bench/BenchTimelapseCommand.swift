@@ -1,6 +1,7 @@
 import ArgumentParser
 import CaptureScheduler
 import Foundation
+import Jobs
 import ShutterbugCore
 
 #if canImport(Glibc)
@@ -91,6 +92,7 @@ struct BenchTimelapse: AsyncParsableCommand {
         var previous: (total: Double, metered: Double)?
         var sums = [Double](repeating: 0, count: 10), counts = [Int](repeating: 0, count: 10)
         var pending = Data()
+        let decoder = JSONDecoder()
         let handle = out.fileHandleForReading
         while true {
             let chunk = handle.availableData
@@ -99,12 +101,15 @@ struct BenchTimelapse: AsyncParsableCommand {
             while let nl = pending.firstIndex(of: 10) {
                 let line = pending[pending.startIndex..<nl]
                 pending.removeSubrange(pending.startIndex...nl)
-                guard let o = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any], let slot = o["slot"] as? Int else { continue }
-                if o["state"] as? String == "taken" { r.taken += 1 } else { r.other += 1 }
-                if let e = o["errorUs"] as? Double { r.errors.append(.nanoseconds(Int64(e * 1000))) }
-                if let f = o["frames"] as? [Double], let lo = f.min(), let hi = f.max(), hi - lo == Double(f.count - 1) { r.consecutive += 1 }
-                if let e = o["exposuresUs"] as? [Double], let g = o["gains"] as? [Double], e.count == 3, g.count == 3,
-                   let luma = o["meanLuma"] as? Double, luma > 0 {
+                // The product's own report type: a renamed field fails to build here, not the
+                // benchmark's run (it once read `errorUs` after the rename to `scheduleErrorUs`).
+                guard let o = try? decoder.decode(SlotReport.self, from: Data(line)) else { continue }
+                let slot = o.slot
+                if o.state == "taken" { r.taken += 1 } else { r.other += 1 }
+                if let e = o.scheduleErrorUs { r.errors.append(.nanoseconds(Int64(e * 1000))) }
+                if let lo = o.frames.min(), let hi = o.frames.max(), Int(hi - lo) == o.frames.count - 1 { r.consecutive += 1 }
+                let e = o.exposuresUs, g = o.gains
+                if e.count == 3, g.count == 3, let luma = o.meanLuma, luma > 0 {
                     // The picture's brightness in linear light (the ISP's sRGB curve undone).
                     let v = luma / 255
                     let metered = v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4)

@@ -274,7 +274,7 @@ struct Bracket: AsyncParsableCommand {
             print("incomplete: step(s) \((1...max(r.steps.count, 1)).filter { !got.contains($0) }.map(String.init).joined(separator: ",")) not captured")
         }
         var line = "\(photos.count) steps on \(span) sensor frames from first to last\(span == photos.count ? " (consecutive)" : "")"
-        line += ", \(r.retries) retries, \(r.discarded.count) frames discarded"
+        line += ", \(r.retries) retr\(r.retries == 1 ? "y" : "ies"), \(r.discarded.count) frame\(r.discarded.count == 1 ? "" : "s") discarded"
         if !inOrder { line += "; frames captured in step order \(captureOrder.map(String.init).joined(separator: ",")) (a retried step came later)" }
         if let s = started, let e = ended { line += ", exposure \(s) to \(e)" }
         print(line)

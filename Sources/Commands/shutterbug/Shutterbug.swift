@@ -1,6 +1,10 @@
 import ArgumentParser
 import ShutterbugCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @main
 struct Shutterbug: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -23,10 +27,14 @@ struct Shutterbug: AsyncParsableCommand {
             } else {
                 try command.run()
             }
-        } catch let e as ShutterbugError where e.code == .unsupported {
-            // Asked of a camera that cannot do it (a lens position on a fixed-focus camera): a
-            // usage error for this camera (64), said before anything was captured.
-            exit(withError: ValidationError(e.description))
+        } catch let e as ShutterbugError where e.code == .unsupported || e.code == .invalidArgument {
+            // Asked of a camera that cannot do it (a lens position on a fixed-focus camera), or
+            // settings it cannot take as given (bracket steps its frames cannot tell apart): a
+            // usage error for this camera (64), said before anything was captured. The command
+            // line itself was well formed: no usage text after it.
+            var line = "Error: \(e.description)\n"
+            line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+            exit(withError: ExitCode(64))
         } catch {
             exit(withError: error)
         }

@@ -139,8 +139,20 @@ struct TimelapseCommand: AsyncParsableCommand {
         let printing = Task { await printer.run(job.events) }
         do {
             try await job.run()
-            await printing.value
+            let summary = await printing.value
             await uploads?.finish()
+            // A run that tried slots and took none (each failed, or was skipped: a full disk, a
+            // camera too late) failed at its job: a script or service manager must not read it
+            // as success. Slots missed while no run was going were never tried.
+            if let s = summary, (s.counts[.taken] ?? 0) == 0 {
+                let failed = s.counts[.failed] ?? 0, skipped = s.counts[.skipped] ?? 0
+                if failed + skipped > 0 {
+                    notice("no slot of this run was taken (\(failed) failed, \(skipped) skipped): exiting with status 1")
+                    throw ExitCode(1)
+                }
+            }
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             await printing.value
             switch error {

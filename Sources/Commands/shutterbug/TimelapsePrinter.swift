@@ -33,8 +33,10 @@ struct TimelapsePrinter: Sendable {
 
     var job: String { spec.name }
 
-    /// Prints the events until the job ends.
-    func run(_ events: AsyncStream<TimelapseJob.Event>) async {
+    /// Prints the events until the job ends; returns its summary (nil if it ended without one).
+    @discardableResult
+    func run(_ events: AsyncStream<TimelapseJob.Event>) async -> TimelapseJob.Summary? {
+        var finished: TimelapseJob.Summary?
         let feed = WatchdogFeed()
         var watchdog: Task<Void, Never>?
         var total: Int?
@@ -89,8 +91,10 @@ struct TimelapsePrinter: Sendable {
                 clearStatus()
                 notifier?.stopping(status: "timelapse '\(job)' stopping: \(s.stoppedBy)")
                 summary(s)
+                finished = s
             }
         }
+        return finished
     }
 
     private func started(_ s: TimelapseJob.Started) {
