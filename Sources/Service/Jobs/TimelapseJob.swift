@@ -289,173 +289,181 @@ public final class TimelapseJob: Service, Sendable {
             // A camera the job opened is the job's to close, however it ends.
             if owned && !released { cam.camera.release() }
         }
+        // Whatever ends the job early, its session stops before the defer gives the camera
+        // back: a copy still reading the camera's buffers finishes before they are unmapped,
+        // and nothing is queued on the camera as it goes.
         do {
-            try await TimelapseRun.check(spec, on: cam.session)
-        } catch let e as ShutterbugError where e.code == .invalidArgument {
-            // Every slot would fail the same way: a job this run created is not left behind.
-            try? journal.discardNewJob()
-            throw e
-        }
-        var reopened = 0
-        var starts: [Duration] = [cam.startup]
-        var stoppedFor = 0
-        let resume = try journal.resume()
+            do {
+                try await TimelapseRun.check(spec, on: cam.session)
+            } catch let e as ShutterbugError where e.code == .invalidArgument {
+                // Every slot would fail the same way: a job this run created is not left behind.
+                try? journal.discardNewJob()
+                throw e
+            }
+            var reopened = 0
+            var starts: [Duration] = [cam.startup]
+            var stoppedFor = 0
+            let resume = try journal.resume()
 
-        // The first settled frame: where the ramp starts (unless the journal has one), and the
-        // camera's clock.
-        let first = try await cam.session.captureFrame(exposedAfter: cam.camera.now, timeout: .seconds(5))
-        let firstMetadata = first.metadata
-        first.release()
-        // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
-        // slot so a wall-clock step reaches the schedule.
-        var offset = TimelapseRun.wallOffset(firstMetadata)
-        let plan = try spec.plan(max(cam.camera.now + offset, spec.start ?? .init(nanoseconds: 0)), try journal.anchor())
-        let run = try TimelapseRun(spec: spec, journal: journal, directory: directory, camera: cam.camera.info.id, limits: cam.camera.controlLimits,
-                                   first: firstMetadata, resume: resume, every: plan.interval, log: { [continuation] in continuation.yield(.notice($0)) })
-        run.observe = observe
-        if run.plain {
-            notice("\(cam.camera.info.id) has no exposure control: each slot is a photo at the camera's own exposure (no ramp)\(run.lockable ? "" : ", not phase-locked")")
-        }
-        await run.prepareWhiteBalance(cam.session)
-        var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
-        try journal.setAnchor(schedule.anchor)
-        try journal.recordCameraStart(wall: cam.camera.now + offset, startup: cam.startup, beforeSlot: schedule.next,
-                                      reason: owned ? "the job started" : "the service started the job")
-        emit(.camera(.streaming(cam.session, reason: "the job started", startup: cam.startup)))
-        emit(.started(Started(camera: cam.camera.info.id, plan: plan, total: schedule.total, firstSlot: schedule.next, firstSlotWall: schedule.wall(of: schedule.next),
-                              resume: resume, plain: run.plain, lockable: run.lockable)))
+            // The first settled frame: where the ramp starts (unless the journal has one), and the
+            // camera's clock.
+            let first = try await cam.session.captureFrame(exposedAfter: cam.camera.now, timeout: .seconds(5))
+            let firstMetadata = first.metadata
+            first.release()
+            // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
+            // slot so a wall-clock step reaches the schedule.
+            var offset = TimelapseRun.wallOffset(firstMetadata)
+            let plan = try spec.plan(max(cam.camera.now + offset, spec.start ?? .init(nanoseconds: 0)), try journal.anchor())
+            let run = try TimelapseRun(spec: spec, journal: journal, directory: directory, camera: cam.camera.info.id, limits: cam.camera.controlLimits,
+                                       first: firstMetadata, resume: resume, every: plan.interval, log: { [continuation] in continuation.yield(.notice($0)) })
+            run.observe = observe
+            if run.plain {
+                notice("\(cam.camera.info.id) has no exposure control: each slot is a photo at the camera's own exposure (no ramp)\(run.lockable ? "" : ", not phase-locked")")
+            }
+            await run.prepareWhiteBalance(cam.session)
+            var schedule = TimelapseSchedule(plan, resumeAfter: resume.lastSlot, anchor: try journal.anchor())
+            try journal.setAnchor(schedule.anchor)
+            try journal.recordCameraStart(wall: cam.camera.now + offset, startup: cam.startup, beforeSlot: schedule.next,
+                                          reason: owned ? "the job started" : "the service started the job")
+            emit(.camera(.streaming(cam.session, reason: "the job started", startup: cam.startup)))
+            emit(.started(Started(camera: cam.camera.info.id, plan: plan, total: schedule.total, firstSlot: schedule.next, firstSlotWall: schedule.wall(of: schedule.next),
+                                  resume: resume, plain: run.plain, lockable: run.lockable)))
 
-        /// Opens the camera again until it opens or the job is stopped (false).
-        func reopen(reason: String) async throws -> Bool {
-            emit(.camera(.starting))
-            while true {
-                do {
-                    cam = try await open(directory)
-                    released = false
-                    starts.append(cam.startup)
-                    try journal.recordCameraStart(wall: cam.camera.now + offset, startup: cam.startup, beforeSlot: schedule.next, reason: reason)
-                    await run.prepareWhiteBalance(cam.session)
-                    emit(.camera(.streaming(cam.session, reason: reason, startup: cam.startup)))
-                    return true
-                } catch {
-                    if stopReason != nil { return false }
-                    notice("the camera cannot be opened yet (\(error)); trying again in 5 s")
-                    await MonotonicCameraClock.shared.sleep(until: MonotonicClock.now() + .seconds(5)) { [self] in stopReason != nil }
+            /// Opens the camera again until it opens or the job is stopped (false).
+            func reopen(reason: String) async throws -> Bool {
+                emit(.camera(.starting))
+                while true {
+                    do {
+                        cam = try await open(directory)
+                        released = false
+                        starts.append(cam.startup)
+                        try journal.recordCameraStart(wall: cam.camera.now + offset, startup: cam.startup, beforeSlot: schedule.next, reason: reason)
+                        await run.prepareWhiteBalance(cam.session)
+                        emit(.camera(.streaming(cam.session, reason: reason, startup: cam.startup)))
+                        return true
+                    } catch {
+                        if stopReason != nil { return false }
+                        notice("the camera cannot be opened yet (\(error)); trying again in 5 s")
+                        await MonotonicCameraClock.shared.sleep(until: MonotonicClock.now() + .seconds(5)) { [self] in stopReason != nil }
+                    }
                 }
             }
-        }
-        // The keogram and the sheet after the first slot taken, then at most once a minute.
-        var pictured: ContinuousClock.Instant?
-        loop: while stopReason == nil {
-            guard schedule.total.map({ schedule.next < $0 }) ?? true, plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true else { break }
-            let lead = Self.lead(firstStep: run.firstStepExposure)
-            // Long until the next slot (the first one too, with a start to come): stop the
-            // camera, and start it again before the slot by twice its slowest start-up so far
-            // and the lock's lead.
-            if let idleStop {
-                let instant = schedule.wall(of: schedule.next) - offset
-                let wake = instant - (lead + (starts.max() ?? .seconds(1)) * 2 + .milliseconds(500))
-                if wake - cam.camera.now > idleStop {
-                    emit(.camera(.idle(until: wake)))
-                    await release(cam.lease)
-                    released = true
-                    stoppedFor += 1
-                    await clock.sleep(until: wake) { [self] in stopReason != nil }
-                    if stopReason != nil { break loop }
-                    guard try await reopen(reason: "stopped while idle") else { break loop }
-                }
-            }
-            offset = TimelapseRun.wallOffset(await cam.session.latestFrame)
-            let next = schedule.next
-            let instant = schedule.wall(of: next) - offset
-            let remaining = schedule.total.map { t in
-                Duration.nanoseconds(max(0, schedule.wall(of: t - 1).nanoseconds - schedule.wall(of: next).nanoseconds)) + (plan.times == nil ? plan.interval : .zero)
-            }
-            emit(.waiting(Waiting(slot: next, total: schedule.total, wall: schedule.wall(of: next), wait: max(.zero, instant - cam.camera.now), remaining: remaining,
-                                  settings: run.lastSettings, phase: run.lastPhase)))
-            // Until the lock's lead before the slot (until the slot itself while paused): the
-            // slot's capture is queued on the session only then.
-            while stopReason == nil {
-                // The keogram and the sheet when asked for (SIGUSR1), while waiting.
-                if control.withLock({ w in defer { w.picturesWanted = false }; return w.picturesWanted }) {
-                    let (k, c) = run.pictures()
-                    emit(.pictures(keogram: k, contactSheet: c, asked: true))
-                }
-                let paused = isPaused
-                let until = instant - (paused ? .zero : lead)
-                if cam.camera.now >= until { break }
-                guard await stream(cam.session, camera: cam.camera, until: until, interrupt: { isPaused != paused || control.withLock { $0.picturesWanted } }) else { break }
-            }
-            if stopReason != nil { break }
-            let result: TimelapseRun.SlotResult
-            switch schedule.step(now: cam.camera.now, offset: offset) {
-            case .finished:
-                break loop
-            case .skip(let k, let wall, let reason):
-                // Slots passed before this run's first are missed (the job was not running),
-                // unless they passed while it was paused.
-                let passedPaused = isPaused || control.withLock { $0.resumedAt.map { wall < $0 } ?? false }
-                let state: TimelapseJournal.SlotState = run.tookOne || resume.lastSlot == nil || passedPaused ? .skipped : .missed
-                result = try run.notTaken(k, wall: wall, state: state,
-                                          reason: passedPaused ? "the job was paused" : state == .missed ? "the job was not running" : reason)
-            case .take(let k, let wall, let instant):
-                if isPaused {
-                    result = try run.notTaken(k, wall: wall, state: .skipped, reason: "the job was paused")
-                } else {
-                    let nextInstant = schedule.wall(of: k + 1) - offset
-                    let camera = cam.camera
-                    result = try await run.take(k, wall: wall, instant: instant, nextInstant: nextInstant, session: cam.session, writer: cam.writer, now: { camera.now })
-                }
-                schedule.taken(k)
-            }
-            emit(.slot(result, Progress(counts: run.counts, scheduleError: LagDistribution(run.errors.map { $0 < .zero ? .zero - $0 : $0 }))))
-            if result.state == .taken, pictured.map({ ContinuousClock.now - $0 >= .seconds(60) }) ?? true {
-                pictured = ContinuousClock.now
-                let (k, c) = run.pictures()
-                emit(.pictures(keogram: k, contactSheet: c, asked: false))
-            }
-            if result.cameraTrouble {
-                let why = "slot \(result.index): the camera failed (\(result.reason ?? "the session failed"))"
-                guard owned, cam.camera.capabilities.reopensInProcess else {
-                    // libcamera cannot give this process the camera back (a camera whose
-                    // pipeline does not hotplug stays registered after its device went, and
-                    // registering it again is fatal in the camera manager), and a shared
-                    // session is not the job's to reopen: the slots so far are kept, and a
-                    // new process resumes the job from its journal.
-                    try run.flushJournal()
-                    // Given back as at the end, the session stopped first: copies still
-                    // reading the camera's buffers finish, and nothing queues on the camera as
-                    // it goes (the defer alone released it under a running session).
-                    if owned {
+            // The keogram and the sheet after the first slot taken, then at most once a minute.
+            var pictured: ContinuousClock.Instant?
+            loop: while stopReason == nil {
+                guard schedule.total.map({ schedule.next < $0 }) ?? true, plan.end.map({ schedule.wall(of: schedule.next) < $0 }) ?? true else { break }
+                let lead = Self.lead(firstStep: run.firstStepExposure)
+                // Long until the next slot (the first one too, with a start to come): stop the
+                // camera, and start it again before the slot by twice its slowest start-up so far
+                // and the lock's lead.
+                if let idleStop {
+                    let instant = schedule.wall(of: schedule.next) - offset
+                    let wake = instant - (lead + (starts.max() ?? .seconds(1)) * 2 + .milliseconds(500))
+                    if wake - cam.camera.now > idleStop {
+                        emit(.camera(.idle(until: wake)))
                         await release(cam.lease)
                         released = true
+                        stoppedFor += 1
+                        await clock.sleep(until: wake) { [self] in stopReason != nil }
+                        if stopReason != nil { break loop }
+                        guard try await reopen(reason: "stopped while idle") else { break loop }
                     }
-                    throw CameraGone(message: owned ? "\(why); libcamera cannot open \(cam.camera.info.id) again in this process"
-                                                    : "\(why); the service must be restarted to open it again, and the job resumes then",
-                                     camera: cam.camera.info.id)
                 }
-                // Open it again; the slots that pass meanwhile are recorded as skipped (late).
-                notice("\(why); opening it again")
-                await release(cam.lease)
-                released = true
-                guard try await reopen(reason: "after a failure") else { break loop }
-                reopened += 1
-                notice("the camera is back (\(cam.camera.info.id)); the job goes on")
+                offset = TimelapseRun.wallOffset(await cam.session.latestFrame)
+                let next = schedule.next
+                let instant = schedule.wall(of: next) - offset
+                let remaining = schedule.total.map { t in
+                    Duration.nanoseconds(max(0, schedule.wall(of: t - 1).nanoseconds - schedule.wall(of: next).nanoseconds)) + (plan.times == nil ? plan.interval : .zero)
+                }
+                emit(.waiting(Waiting(slot: next, total: schedule.total, wall: schedule.wall(of: next), wait: max(.zero, instant - cam.camera.now), remaining: remaining,
+                                      settings: run.lastSettings, phase: run.lastPhase)))
+                // Until the lock's lead before the slot (until the slot itself while paused): the
+                // slot's capture is queued on the session only then.
+                while stopReason == nil {
+                    // The keogram and the sheet when asked for (SIGUSR1), while waiting.
+                    if control.withLock({ w in defer { w.picturesWanted = false }; return w.picturesWanted }) {
+                        let (k, c) = run.pictures()
+                        emit(.pictures(keogram: k, contactSheet: c, asked: true))
+                    }
+                    let paused = isPaused
+                    let until = instant - (paused ? .zero : lead)
+                    if cam.camera.now >= until { break }
+                    guard await stream(cam.session, camera: cam.camera, until: until, interrupt: { isPaused != paused || control.withLock { $0.picturesWanted } }) else { break }
+                }
+                if stopReason != nil { break }
+                let result: TimelapseRun.SlotResult
+                switch schedule.step(now: cam.camera.now, offset: offset) {
+                case .finished:
+                    break loop
+                case .skip(let k, let wall, let reason):
+                    // Slots passed before this run's first are missed (the job was not running),
+                    // unless they passed while it was paused.
+                    let passedPaused = isPaused || control.withLock { $0.resumedAt.map { wall < $0 } ?? false }
+                    let state: TimelapseJournal.SlotState = run.tookOne || resume.lastSlot == nil || passedPaused ? .skipped : .missed
+                    result = try run.notTaken(k, wall: wall, state: state,
+                                              reason: passedPaused ? "the job was paused" : state == .missed ? "the job was not running" : reason)
+                case .take(let k, let wall, let instant):
+                    if isPaused {
+                        result = try run.notTaken(k, wall: wall, state: .skipped, reason: "the job was paused")
+                    } else {
+                        let nextInstant = schedule.wall(of: k + 1) - offset
+                        let camera = cam.camera
+                        result = try await run.take(k, wall: wall, instant: instant, nextInstant: nextInstant, session: cam.session, writer: cam.writer, now: { camera.now })
+                    }
+                    schedule.taken(k)
+                }
+                emit(.slot(result, Progress(counts: run.counts, scheduleError: LagDistribution(run.errors.map { $0 < .zero ? .zero - $0 : $0 }))))
+                if result.state == .taken, pictured.map({ ContinuousClock.now - $0 >= .seconds(60) }) ?? true {
+                    pictured = ContinuousClock.now
+                    let (k, c) = run.pictures()
+                    emit(.pictures(keogram: k, contactSheet: c, asked: false))
+                }
+                if result.cameraTrouble {
+                    let why = "slot \(result.index): the camera failed (\(result.reason ?? "the session failed"))"
+                    guard owned, cam.camera.capabilities.reopensInProcess else {
+                        // libcamera cannot give this process the camera back (a camera whose
+                        // pipeline does not hotplug stays registered after its device went, and
+                        // registering it again is fatal in the camera manager), and a shared
+                        // session is not the job's to reopen: the slots so far are kept, and a
+                        // new process resumes the job from its journal.
+                        try run.flushJournal()
+                        // Given back as at the end, the session stopped first: copies still
+                        // reading the camera's buffers finish, and nothing queues on the camera as
+                        // it goes (the defer alone released it under a running session).
+                        if owned {
+                            await release(cam.lease)
+                            released = true
+                        }
+                        throw CameraGone(message: owned ? "\(why); libcamera cannot open \(cam.camera.info.id) again in this process"
+                                                        : "\(why); the service must be restarted to open it again, and the job resumes then",
+                                         camera: cam.camera.info.id)
+                    }
+                    // Open it again; the slots that pass meanwhile are recorded as skipped (late).
+                    notice("\(why); opening it again")
+                    await release(cam.lease)
+                    released = true
+                    guard try await reopen(reason: "after a failure") else { break loop }
+                    reopened += 1
+                    notice("the camera is back (\(cam.camera.info.id)); the job goes on")
+                }
             }
+            if owned && !released {
+                await cam.session.stop()
+            }
+            try run.flushJournal()
+            try run.retain(before: schedule.next, now: cam.camera.now + offset)
+            if run.unjournalledCount > 0 { notice("\(run.unjournalledCount) slots could not be journalled (the disk is full); their files are on disk") }
+            let (keogram, sheet) = run.pictures()
+            emit(.pictures(keogram: keogram, contactSheet: sheet, asked: false))
+            let why = stopReason
+            emit(.finished(Summary(job: spec.name, stoppedBy: why ?? "the schedule ended", stopped: why != nil, counts: run.counts, journalCounts: try journal.counts(),
+                                   scheduleError: LagDistribution(run.errors.map { $0 < .zero ? .zero - $0 : $0 }), journalPath: journal.database.path,
+                                   journalIntegrity: try journal.database.integrityCheck(), cameraReopened: reopened, cameraStoppedWhileIdle: stoppedFor,
+                                   slowestStartup: starts.max() ?? .zero, slotsDeletedByRetention: run.deletedSlots, bytesKept: try journal.bytesKept(),
+                                   unjournalled: run.unjournalledCount, keogram: keogram, contactSheet: sheet, phaseLocked: spec.phaseLock)))
+        } catch {
+            if owned && !released { await cam.session.stop() }
+            throw error
         }
-        if owned && !released {
-            await cam.session.stop()
-        }
-        try run.flushJournal()
-        try run.retain(before: schedule.next, now: cam.camera.now + offset)
-        if run.unjournalledCount > 0 { notice("\(run.unjournalledCount) slots could not be journalled (the disk is full); their files are on disk") }
-        let (keogram, sheet) = run.pictures()
-        emit(.pictures(keogram: keogram, contactSheet: sheet, asked: false))
-        let why = stopReason
-        emit(.finished(Summary(job: spec.name, stoppedBy: why ?? "the schedule ended", stopped: why != nil, counts: run.counts, journalCounts: try journal.counts(),
-                               scheduleError: LagDistribution(run.errors.map { $0 < .zero ? .zero - $0 : $0 }), journalPath: journal.database.path,
-                               journalIntegrity: try journal.database.integrityCheck(), cameraReopened: reopened, cameraStoppedWhileIdle: stoppedFor,
-                               slowestStartup: starts.max() ?? .zero, slotsDeletedByRetention: run.deletedSlots, bytesKept: try journal.bytesKept(),
-                               unjournalled: run.unjournalledCount, keogram: keogram, contactSheet: sheet, phaseLocked: spec.phaseLock)))
     }
 }
