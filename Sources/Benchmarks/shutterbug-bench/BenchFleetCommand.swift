@@ -177,8 +177,14 @@ struct BenchFleet: AsyncParsableCommand {
             coordinator.stop()
             plainCoordinator.stop()
         }
-        try await Self.wait("\(2 * nodes) nodes and the coordinators to connect", .seconds(60)) {
-            clients.allSatisfy { $0.status.connected } && coordinator.status.connected && plainCoordinator.status.connected && real.client.status.connected
+        do {
+            try await Self.wait("\(2 * nodes) nodes and the coordinators to connect", .seconds(60)) {
+                clients.allSatisfy { $0.status.connected } && coordinator.status.connected && plainCoordinator.status.connected && real.client.status.connected
+            }
+        } catch {
+            // Which did not, and what the broker said to them.
+            let problems = Set((clients + [coordinator, plainCoordinator, real.client]).compactMap(\.status.problem))
+            throw ValidationError("\(error): \(clients.filter { $0.status.connected }.count) of \(clients.count) stub nodes connected, coordinators \(coordinator.status.connected)/\(plainCoordinator.status.connected), the real node \(real.client.status.connected)\(problems.isEmpty ? "" : "; the brokers said: " + problems.sorted().joined(separator: "; "))")
         }
         // The job's first slots (the lock settling in) are not counted.
         try await Task.sleep(for: .seconds(4))

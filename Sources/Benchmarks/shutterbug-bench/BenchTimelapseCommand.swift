@@ -25,21 +25,21 @@ struct BenchTimelapse: AsyncParsableCommand {
             the run.
             """)
 
-    @Option(name: .long, help: "Slots to run (100...1000000).")
+    @Option(name: .long, help: "Slots to run (10...1000000).")
     var slots: Int = 10_000
 
     @Option(name: .long, help: ArgumentHelp("Simulated camera profile.", valueName: "sim:MODEL"))
     var camera: String = "sim:imx477"
 
-    @Option(name: .long, help: "Slots of the same job run without phase locking, for comparison (100...1000000).")
+    @Option(name: .long, help: "Slots of the same job run without phase locking, for comparison (10...1000000).")
     var compareSlots: Int = 1_000
 
     @Flag(name: .long, help: "One JSON object instead of the table.")
     var json = false
 
     func validate() throws {
-        guard (100...1_000_000).contains(slots) else { throw ValidationError("--slots must be in 100...1000000, not \(slots)") }
-        guard (100...1_000_000).contains(compareSlots) else { throw ValidationError("--compare-slots must be in 100...1000000, not \(compareSlots)") }
+        guard (10...1_000_000).contains(slots) else { throw ValidationError("--slots must be in 10...1000000, not \(slots)") }
+        guard (10...1_000_000).contains(compareSlots) else { throw ValidationError("--compare-slots must be in 10...1000000, not \(compareSlots)") }
     }
 
     /// utime + stime (clock ticks) and VmRSS (kB) of a process.
