@@ -79,7 +79,8 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
             written.futureResult.cascade(to: promise)
             context.write(data, promise: written)
             context.flush()
-            written.futureResult.whenComplete { _ in context.close(promise: nil) }
+            let channel = context.channel
+            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
         }
     }
 
