@@ -139,10 +139,13 @@ let package = Package(
             path: "Sources/Commands/shutterbug"
         ),
         // Benchmarks: figures printed side by side, apart from the product.
+        // The soak (the service over simulated days, judged by what it leaves): for the bench and
+        // the soak test alike.
+        .target(name: "Soak", dependencies: ["Capture", "ImageOutput", "Jobs", "Server", "ShutterbugCore", "SimulatedCamera"], path: "Sources/Benchmarks/Soak"),
         .executableTarget(
             name: "shutterbug-bench",
             dependencies: [
-                "ShutterbugPosix",
+                "Soak", "ShutterbugPosix",
                 "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS", "Journal", "HTTPTransfer",
                 "Fleet", "FleetService", "Jobs", "MQTT", "ProcessTriggers", "Server", "Upload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -166,7 +169,7 @@ let package = Package(
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", "ImageOutput", "HTTPTransfer", "Upload", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
-        .testTarget(name: "ServerTests", dependencies: ["Server", "TestSupport", "Capture", "CaptureScheduler", "ImageOutput", "Jobs", "SimulatedCamera", "ShutterbugCore",
+        .testTarget(name: "ServerTests", dependencies: ["Server", "Soak", "TestSupport", "Capture", "CaptureScheduler", "ImageOutput", "Jobs", "SimulatedCamera", "ShutterbugCore",
                                                         .product(name: "Hummingbird", package: "hummingbird"),
                                                         .product(name: "HummingbirdTesting", package: "hummingbird")]),
         .testTarget(name: "HTTPTransferTests", dependencies: ["HTTPTransfer", .product(name: "Hummingbird", package: "hummingbird"),

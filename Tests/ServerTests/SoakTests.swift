@@ -5,6 +5,7 @@ import HummingbirdTesting
 @testable import Server
 import ShutterbugCore
 import SimulatedCamera
+import Soak
 import TestSupport
 import Testing
 
@@ -18,40 +19,6 @@ import Testing
 /// 1/3 EV, whatever was captured before it.
 @Suite("Soak: the service over a simulated day, judged by its photos", .serialized, .timeLimit(.minutes(8)))
 struct SoakTests {
-    /// Mean linear light (the sRGB curve undone) of a JPEG's luma, decoded by libjpeg-turbo's
-    /// djpeg to a greyscale PGM.
-    static func meanLinear(_ jpeg: String) async throws -> Double {
-        let r = try await runChild("/usr/bin/djpeg", ["-grayscale", "-pnm", jpeg])
-        try #require(r.status == 0, "djpeg \(jpeg): \(r.err)")
-        // P5\n<w> <h>\n255\n then the samples.
-        let bytes = [UInt8](r.stdout)
-        var newlines = 0, start = 0
-        for (i, b) in bytes.enumerated() where b == 10 {
-            newlines += 1
-            if newlines == 3 { start = i + 1; break }
-        }
-        var table = [Double](repeating: 0, count: 256)
-        for v in 0..<256 {
-            let c = Double(v) / 255
-            table[v] = c <= 0.04045 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4)
-        }
-        var sum = 0.0
-        for b in bytes[start...] { sum += table[Int(b)] }
-        return sum / Double(bytes.count - start)
-    }
-
-    /// Every capture's sidecar under `dir`: its path and its JSON.
-    static func sidecars(_ dir: String) throws -> [(path: String, json: [String: Any])] {
-        let e = try #require(FileManager.default.enumerator(atPath: dir))
-        var out: [(String, [String: Any])] = []
-        while let f = e.nextObject() as? String {
-            guard f.hasSuffix("_capture.json") else { continue }
-            let data = try Data(contentsOf: URL(fileURLWithPath: dir + "/" + f))
-            out.append((dir + "/" + f, try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(f)")))
-        }
-        return out.sorted { $0.0 < $1.0 }
-    }
-
     @Test("a simulated day of API photos and brackets beside a timelapse of EV brackets: every 0 EV photo within 1/3 EV of auto exposure's brightness, brackets stepping by their EV, every file its sidecar lists whole and none that none lists")
     func day() async throws {
         // Dusk and dawn within auto exposure's reach (it is judged, not its limits): 4,000 lux
@@ -104,58 +71,16 @@ struct SoakTests {
                 #expect((asked["photo"] ?? 0) >= 5 && (asked["EV bracket"] ?? 0) >= 3 && (asked["manual bracket"] ?? 0) >= 3, "\(asked)")
             }
 
-            // The judge: the folder only.
-            var listed: Set<String> = []
-            var zeroEV: [(path: String, mean: Double, when: Double)] = []
-            var evSteps: [[Double]] = []
-            var problems: [String] = []
-            for (path, car) in try Self.sidecars(dir) {
-                let folder = (path as NSString).deletingLastPathComponent
-                let steps = car["steps"] as? [[String: Any]] ?? []
-                if car["incomplete"] != nil { problems.append("\(path): incomplete \(car["incomplete"]!)") }
-                for step in steps {
-                    let files = (step["files"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }.map { folder + "/" + $0 }
-                    for f in files {
-                        listed.insert((f as NSString).standardizingPath)
-                        if !FileManager.default.fileExists(atPath: f) { problems.append("\(path) lists \(f), not on disk") }
-                    }
-                }
-                // The job's own photos follow its exposure ramp (not auto exposure): judged by
-                // the journal below. The API's are judged here.
-                guard !path.contains("/roof/") else { continue }
-                let requested = steps.map { $0["requested"] as? String ?? "" }
-                let totals = steps.map { s -> Double in
-                    let f = s["frame"] as? [String: Any] ?? [:]
-                    return (f["exposureTimeUs"] as? Double ?? 0) * (f["analogueGain"] as? Double ?? 0) * (f["digitalGain"] as? Double ?? 1)
-                }
-                for (i, r) in requested.enumerated() where r == "+0.0 EV" || r == "the settings in force" {
-                    guard let jpeg = (steps[i]["files"] as? [[String: Any]] ?? []).compactMap({ $0["path"] as? String }).first(where: { $0.hasSuffix(".jpg") }) else { continue }
-                    let start = (steps[i]["frame"] as? [String: Any])?["exposureStartNs"] as? Double ?? 0
-                    zeroEV.append((path, try await Self.meanLinear(folder + "/" + jpeg), start / 1e9))
-                }
-                if requested == ["-2.0 EV", "+0.0 EV", "+2.0 EV"] { evSteps.append(totals) }
-            }
-            // Nothing on disk that no sidecar lists (the journal and keogram aside).
-            let e = try #require(FileManager.default.enumerator(atPath: dir))
-            while let f = e.nextObject() as? String {
-                let full = ((dir + "/" + f) as NSString).standardizingPath
-                // A job's contact sheet is its own picture of its slots, not a capture.
-                guard f.hasSuffix(".jpg") || f.hasSuffix(".dng"), !f.hasSuffix("contact-sheet.jpg") else { continue }
-                if !listed.contains(full) { problems.append("\(f): on disk, in no sidecar") }
-            }
-            #expect(problems.isEmpty, "\(problems.prefix(20))")
-
+            // The judge: the folder only (the bench's soak judges the same way).
+            let j = try SoakJudgement.judge(dir, jobFolders: ["roof"])
+            #expect(j.incomplete.isEmpty && j.missing.isEmpty && j.orphans.isEmpty && j.temporaries.isEmpty,
+                    "incomplete \(j.incomplete), missing \(j.missing), orphans \(j.orphans), temporaries \(j.temporaries)")
             // Every 0 EV photo as bright as auto exposure makes the scene: the median of them is
             // the reference (one drifting photo cannot move it), each within 1/3 EV.
-            try #require(zeroEV.count >= 8, "too few 0 EV photos to judge: \(zeroEV.count)")
-            let reference = zeroEV.map(\.mean).sorted()[zeroEV.count / 2]
-            let wrong = zeroEV.filter { abs(log2($0.mean / reference)) > 1.0 / 3 }
-            #expect(wrong.isEmpty, "\(wrong.count) of \(zeroEV.count) 0 EV photos off auto exposure's brightness (\(reference)) by more than 1/3 EV: \(wrong.map { "\(($0.path as NSString).lastPathComponent) \(String(format: "%.4f", $0.mean)) (\(String(format: "%+.2f", log2($0.mean / reference))) EV)" })")
+            try #require(j.zeroEVJudged >= 8, "too few 0 EV photos to judge: \(j.zeroEVJudged)")
+            #expect(j.zeroEVWrong.isEmpty, "\(j.zeroEVWrong.count) of \(j.zeroEVJudged) 0 EV photos more than 1/3 EV off auto exposure's brightness (\(j.zeroEVReference)): \(j.zeroEVWrong)")
             // EV brackets step by 2 EV in what each frame carried.
-            for t in evSteps {
-                #expect(abs(log2(t[1] / t[0]) - 2) < 0.15 && abs(log2(t[2] / t[1]) - 2) < 0.15, "EV bracket totals \(t)")
-            }
-            #expect(evSteps.count >= 3, "\(evSteps.count) EV brackets judged")
+            #expect(j.evBracketsJudged >= 3 && j.evBracketsWrong.isEmpty, "\(j.evBracketsJudged) EV brackets judged; wrong: \(j.evBracketsWrong)")
         }
     }
 }

@@ -26,6 +26,7 @@ struct BenchmarkSmokeTests {
         (["trigger", "--triggers", "10", "--restarts", "2", "--cameras", "sim:imx219", "--json"], ["oursP99Us", "restartP50Us"]),
         (["output", "--seconds", "0.5", "--rounds", "1", "--files", "1", "--json"], ["jpegOneThreadRatio"]),
         (["upload", "--megabytes", "8", "--slots", "10", "--write-slots", "5", "--json"], ["slotErrorRatioP50"]),
+        (["soak", "--days", "0.2", "--json"], ["judgement", "slotsTaken", "rssEndKB"]),
     ])
     func json(args: [String], keys: [String]) async throws {
         let r = try await runChild(Self.bench, args)

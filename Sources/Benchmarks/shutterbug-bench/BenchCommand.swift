@@ -12,7 +12,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "shutterbug-bench",
         abstract: "Shutterbug's benchmarks (figures printed side by side; never timed tests).",
-        subcommands: [BenchStream.self, BenchBracket.self, BenchOutput.self, BenchPreview.self, BenchTrigger.self, BenchPrecapture.self, BenchTimelapse.self, BenchServe.self, BenchClient.self, BenchFleet.self, BenchUpload.self])
+        subcommands: [BenchStream.self, BenchBracket.self, BenchOutput.self, BenchPreview.self, BenchTrigger.self, BenchPrecapture.self, BenchTimelapse.self, BenchServe.self, BenchClient.self, BenchFleet.self, BenchUpload.self, BenchSoak.self])
 }
 
 struct BenchStream: AsyncParsableCommand {

@@ -1,0 +1,79 @@
+import ArgumentParser
+import Foundation
+import ShutterbugCore
+import Soak
+
+struct BenchSoak: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "soak",
+        abstract: "The service over simulated days, judged by the photos it leaves: captures by kind, photos judged, wrong exposures, lost or orphan files, memory and descriptors.",
+        discussion: """
+            In process, on the simulated HQ camera in virtual time: a timelapse job of -1/0/+1 EV \
+            brackets (--slots-per-day a day) and, at each slot, one or two captures asked of the \
+            service at random (a photo, a -2/0/+2 EV bracket, a manual bracket at 0.5 ms and 60 ms, \
+            gain 4), while the light goes from 4,000 lux to 40 and back each simulated day (a \
+            day is --day-length of the camera's clock). Then the folder alone is judged: every \
+            file each sidecar lists on disk, no photo none lists, no temporary file; every 0 EV \
+            photo by auto exposure (decoded by djpeg) within 1/3 EV of the median of them; every \
+            EV bracket stepping by 2 EV in what its frames carried. Exits 1 when anything is wrong.
+            """)
+
+    @Option(name: .long, help: "Simulated days (0.1...365).")
+    var days: Double = 7
+
+    @Option(name: .long, help: ArgumentHelp("The camera's clock per simulated day (the light's cycle): 60s...24h.", valueName: "time"))
+    var dayLength: String = "20m"
+
+    @Option(name: .long, help: "Timelapse slots a day (4...1440).")
+    var slotsPerDay: Int = 36
+
+    @Option(name: .long, help: "Seed of the captures' kinds and of the camera.")
+    var seed: UInt64 = 49
+
+    @Option(name: .long, help: ArgumentHelp("Directory for the files (created, then removed).", valueName: "dir"))
+    var dir: String?
+
+    @Flag(name: .long, help: "One JSON object instead of the table.")
+    var json = false
+
+    func length() throws -> Duration {
+        let text = dayLength.lowercased()
+        let units: [(String, Double)] = [("h", 3600), ("m", 60), ("s", 1)]
+        for (suffix, seconds) in units where text.hasSuffix(suffix) {
+            if let v = Double(text.dropLast()), v.isFinite {
+                let d = v * seconds
+                guard (60...86_400).contains(d) else { break }
+                return .seconds(d)
+            }
+        }
+        throw ValidationError("--day-length must be 60s...24h (like 20m, 2h, 90s), not '\(dayLength)'")
+    }
+
+    func validate() throws {
+        guard days.isFinite, (0.1...365).contains(days) else { throw ValidationError("--days must be in 0.1...365, not \(days)") }
+        guard (4...1440).contains(slotsPerDay) else { throw ValidationError("--slots-per-day must be in 4...1440, not \(slotsPerDay)") }
+        _ = try length()
+    }
+
+    func run() async throws {
+        let folder = dir ?? NSTemporaryDirectory() + "sb-bench-soak-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scenario = SoakScenario(days: days, dayLength: try length(), slotsPerDay: slotsPerDay, seed: seed)
+        let r = try await scenario.run(in: folder, progress: { line in if !json { print("  " + line) } })
+        let j = r.judgement
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(r), as: UTF8.self))
+        } else {
+            print("soak: \(String(format2: r.days)) simulated days in \(String(format2: r.wallSeconds)) s")
+            print("  captures asked: \(r.photos) photos, \(r.evBrackets) EV brackets, \(r.manualBrackets) manual brackets; \(r.capturesFailed.count) failed")
+            print("  timelapse: \(r.slotsTaken) of \(r.slots) slots taken")
+            print("  judged: \(j.captures) captures, \(j.zeroEVJudged) photos at 0 EV (\(j.zeroEVWrong.count) wrong by more than 1/3 EV), \(j.evBracketsJudged) EV brackets (\(j.evBracketsWrong.count) wrong)")
+            print("  files: \(j.missing.count) listed and missing, \(j.orphans.count) orphan, \(j.incomplete.count) incomplete, \(j.temporaries.count) temporary")
+            print("  resident memory \(r.rssStartKB) kB → \(r.rssEndKB) kB, descriptors \(r.fdsStart) → \(r.fdsEnd)")
+            for line in (r.capturesFailed + j.zeroEVWrong + j.evBracketsWrong + j.missing + j.orphans + j.incomplete).prefix(20) { print("  ! " + line) }
+        }
+        guard j.ok, r.capturesFailed.isEmpty, r.slotsTaken == r.slots else { throw ExitCode(1) }
+    }
+}
