@@ -21,8 +21,94 @@ actor RecordingService: FleetNodeService {
     }
 }
 
+/// A service whose commands wait until released (captures waiting for their instants).
+actor GatedService: FleetNodeService {
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private(set) var started = 0
+    private var open = true
+    func hold() { open = false }
+    func fleetState() async -> JSONValue { .object(["streaming": .bool(true)]) }
+    func fleetJobs() async -> [String] { [] }
+    func perform(_ command: FleetCommand) async throws -> JSONValue {
+        started += 1
+        if !open { await withCheckedContinuation { waiting.append($0) } }
+        return .object(["done": .bool(true)])
+    }
+    func release() {
+        open = true
+        for w in waiting { w.resume() }
+        waiting = []
+    }
+}
+
 @Suite("A fleet node on a real Mosquitto broker: commands once, replies, groups, retained commands, Home Assistant discovery", .serialized, .timeLimit(.minutes(2)))
 struct FleetNodeTests {
+    @Test("past 32 commands in flight (captures waiting for their instants) the next is answered at once as busy, not waited on: the node keeps answering, and the refused id is carried out when sent again")
+    func busyNodeAnswers() async throws {
+        let broker = try Broker()
+        try await broker.start()
+        let topics = try FleetTopics(node: "pi-b")
+        let service = GatedService()
+        let client = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "pi-b"))
+        defer { client.stop() }
+        let node = FleetNode(client: client, topics: topics, groups: [], discovery: nil, service: service)
+        let running = Task { await node.run() }
+        defer { running.cancel() }
+        let coordinator = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "coordinator-b"))
+        defer { coordinator.stop() }
+        let inbox = Inbox.of(coordinator)
+        coordinator.subscribe("busy-test/replies")
+        try await withDeadline(.seconds(20), "both connections") {
+            while !(client.status.connected && coordinator.status.connected) { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        func send(_ id: String) {
+            coordinator.publish(topics.commands, Array(#"{"id": "\#(id)", "command": "status"}"#.utf8), qos: 1, responseTopic: "busy-test/replies", correlationData: Array(id.utf8))
+        }
+        // The node has subscribed once a probe is answered (the gate open).
+        let probing = Task { () -> Int in
+            var n = 0
+            while !Task.isCancelled {
+                send("probe\(n)")
+                n += 1
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+            return n
+        }
+        _ = try await withDeadline(.seconds(20), "an answer to a probe") {
+            await inbox.next { $0.topic == "busy-test/replies" && $0.correlationData.map { String(decoding: $0, as: UTF8.self).hasPrefix("probe") } == true }
+        }
+        probing.cancel()
+        // Every probe sent (a retry of none: each its own id) carried out before the gate shuts.
+        let probes = await probing.value
+        try await withDeadline(.seconds(20), "the \(probes) probes carried out") {
+            while await node.counts.performed < probes { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        await service.hold()
+        for i in 0..<FleetNode.maxInFlight { send("c\(i)") }
+        try await withDeadline(.seconds(20), "\(FleetNode.maxInFlight) commands in flight") {
+            while await service.started < probes + FleetNode.maxInFlight { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        send("extra")
+        let refused = try await withDeadline(.seconds(20), "the answer to the command past the limit") {
+            await inbox.next { $0.topic == "busy-test/replies" && $0.correlationData == Array("extra".utf8) }
+        }
+        let o = Self.json(try #require(refused))
+        #expect(o["ok"] as? Bool == false && o["busy"] as? Bool == true && (o["error"] as? String)?.contains("busy") == true, "\(o)")
+        #expect(await node.counts.busy == 1)
+        await service.release()
+        try await withDeadline(.seconds(20), "the held commands carried out") {
+            while await node.counts.performed < probes + FleetNode.maxInFlight { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        // Sent again once there is room: carried out, not answered as a repeat.
+        send("extra")
+        let again = try await withDeadline(.seconds(20), "the command sent again") {
+            await inbox.next { $0.topic == "busy-test/replies" && $0.correlationData == Array("extra".utf8) }
+        }
+        let a = Self.json(try #require(again))
+        #expect(a["ok"] as? Bool == true && a["repeat"] == nil, "\(a)")
+        try await broker.stop()
+    }
+
     static func json(_ m: MQTTMessage) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(m.payload)) as? [String: Any]) ?? [:] }
 
     @Test("each command id carried out once (a repeat answered as one), bad commands answered with the field, other groups' and retained commands not carried out; discovery retained, again when Home Assistant starts, a removed job's switch removed")

@@ -160,4 +160,7 @@ public struct CommandLedger: Sendable {
     }
 
     public var count: Int { order.count }
+
+    /// Whether `id` was seen (and is still remembered).
+    public func contains(_ id: String) -> Bool { seen.contains(id) }
 }

@@ -46,6 +46,8 @@ public actor FleetNode {
         public var notForThisNode = 0
         /// Messages the client dropped unread (its inbox full): commands that got no answer.
         public var droppedUnread = 0
+        /// Commands refused because `maxInFlight` were being carried out.
+        public var busy = 0
     }
     public private(set) var counts = Counts()
 
@@ -145,27 +147,34 @@ public actor FleetNode {
             counts.notForThisNode += 1
             return
         }
-        if let id = command.id, !ledger.first(id) {
+        if let id = command.id, ledger.contains(id) {
             counts.repeats += 1
             reply(to: m, id: id, .object(["ok": .bool(true), "repeat": .bool(true)]))
             return
         }
         // Carried out beside the next commands: a capture waiting for its instant does not hold
         // up a status, a pause, or the next capture (whose instant may come a second later).
-        // Past `maxInFlight` at once, the next waits its turn.
-        if inFlight >= Self.maxInFlight {
-            await carryOut(command, m)
-        } else {
-            inFlight += 1
-            Task {
-                await self.carryOut(command, m)
-                await self.finished()
-            }
+        // Past `maxInFlight` at once, a command is answered at once as refused (the loop that
+        // reads commands never waits on one: the 33rd capture scheduled ahead once stopped the
+        // node answering anything), and not remembered: sent again later, it is carried out.
+        guard inFlight < Self.maxInFlight else {
+            counts.refused += 1
+            counts.busy += 1
+            let why = "busy: \(Self.maxInFlight) commands are being carried out (captures waiting for their instants among them); this one was not, send it again once one is done"
+            log("MQTT: command \(command.id ?? "without an id") refused: \(why)")
+            reply(to: m, id: command.id, .object(["ok": .bool(false), "busy": .bool(true), "error": .string(why)]))
+            return
+        }
+        if let id = command.id { _ = ledger.first(id) }
+        inFlight += 1
+        Task {
+            await self.carryOut(command, m)
+            await self.finished()
         }
     }
 
     /// Commands carried out at once, at most.
-    static let maxInFlight = 32
+    public static let maxInFlight = 32
     var inFlight = 0
     func finished() { inFlight -= 1 }
 
