@@ -226,7 +226,8 @@ struct CameraNodeTests {
                 let payload = config.payload
                 guard case .string(let template)? = payload["value_template"] else { continue }
                 // value_json.a.b in the template: the path must be in the state document.
-                let path = try #require(template.firstMatch(of: /value_json\.([A-Za-z_.]+)/)).1.split(separator: ".").map(String.init)
+                let paths = template.matches(of: /value_json\.([A-Za-z_.]+)/).map { $0.1.split(separator: ".").map(String.init) }
+                let path = try #require(paths.max { $0.count < $1.count })
                 var node: Any? = state
                 for key in path { node = (node as? [String: Any])?[key] }
                 #expect(node != nil, "\(config.object): \(path.joined(separator: ".")) is not in the state \(state)")
@@ -240,6 +241,41 @@ struct CameraNodeTests {
             let picture = try await withDeadline(.seconds(30), "the picture") { await inbox.any { $0.topic == "shutterbug/cam/picture" } }
             #expect(picture.payload.starts(with: [0xFF, 0xD8, 0xFF]), "the picture is not a JPEG")
         }
+    }
+
+    @Test("every Home Assistant template renders (with Jinja2, as Home Assistant does) on a node with no frame yet, no timelapse job and no chrony: a number or none, never an error")
+    func templatesRenderWithoutOptionalValues() async throws {
+        let discovery = HomeAssistantDiscovery(topics: try FleetTopics(node: "cam"), model: "imx477", version: "test")
+        var templates: [String: String] = [:]
+        for config in discovery.configs(jobs: ["roof"]) {
+            if case .string(let t)? = config.payload["value_template"] { templates[config.object] = t }
+        }
+        let states = [
+            #"{"streaming": true, "frame": {"lux": 400, "exposureUs": 9997.1, "gain": 1.0, "sensorTemperature": 40.5}, "disk": {"freeBytes": 1000000}, "capturesTaken": 3, "lastSlotErrorUs": 12.6, "clock": {"errorBoundNs": 250000}, "jobs": {"roof": "running"}}"#,
+            #"{"streaming": false, "frame": null, "disk": null, "capturesTaken": 0, "lastSlotErrorUs": null, "clock": null, "jobs": {}}"#,
+        ]
+        let script = """
+            import jinja2, json, sys
+            env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+            templates = json.loads(sys.argv[1])
+            for state in sys.argv[2:]:
+                value = json.loads(state)
+                for name, t in sorted(templates.items()):
+                    try:
+                        out = env.from_string(t).render(value_json=value, none=None)
+                    except Exception as e:
+                        print(f"FAIL {name}: {type(e).__name__}: {e}")
+                        continue
+                    print(f"OK {name} {out}")
+            """
+        let r = try await runChild("/usr/bin/env", ["python3", "-c", script, String(decoding: try JSONSerialization.data(withJSONObject: templates), as: UTF8.self)] + states)
+        try #require(r.status == 0, "python3 with jinja2: \(r.err)")
+        let lines = r.out.split(separator: "\n")
+        #expect(lines.count == templates.count * states.count, "\(r.out)")
+        #expect(!lines.contains { $0.hasPrefix("FAIL") }, "\(lines.filter { $0.hasPrefix("FAIL") })")
+        // With the values, the numbers: 9997.1 µs is 9.997 ms; without them, none.
+        #expect(lines.contains("OK exposure 9.997") && lines.contains("OK slot_error 0.013") && lines.contains("OK clock_error 0.25"), "\(r.out)")
+        #expect(lines.contains("OK exposure None") && lines.contains("OK clock_error None"), "\(r.out)")
     }
 
     static func iso(_ t: WallClockTime) -> String {

@@ -81,14 +81,16 @@ public struct HomeAssistantDiscovery: Sendable {
                                        "payload_press": .string(#"{"command":"capture"}"#), "icon": "mdi:camera"], state: false),
             entity("button", "bracket", ["name": "Take bracket", "command_topic": .string(topics.commands),
                                          "payload_press": .string(#"{"command":"capture","ev":[-1,0,1]}"#), "icon": "mdi:camera-burst"], state: false),
-            sensor("lux", "Light level", template: "value_json.frame.lux", deviceClass: "illuminance", unit: "lx"),
-            sensor("exposure", "Exposure", template: "(value_json.frame.exposureUs / 1000) | round(3)", deviceClass: "duration", unit: "ms"),
-            sensor("gain", "Analogue gain", template: "value_json.frame.gain", deviceClass: nil, unit: nil),
-            sensor("sensor_temperature", "Sensor temperature", template: "value_json.frame.sensorTemperature", deviceClass: "temperature", unit: "°C"),
-            sensor("disk_free", "Disk free", template: "value_json.disk.freeBytes", deviceClass: "data_size", unit: "B"),
+            // A value the state may not have (no frame yet, no job, no chrony) is `none`, which
+            // Home Assistant shows as unknown, instead of a template error.
+            sensor("lux", "Light level", template: Self.number("value_json.frame", "lux"), deviceClass: "illuminance", unit: "lx"),
+            sensor("exposure", "Exposure", template: Self.number("value_json.frame", "exposureUs", scale: "/ 1000"), deviceClass: "duration", unit: "ms"),
+            sensor("gain", "Analogue gain", template: Self.number("value_json.frame", "gain"), deviceClass: nil, unit: nil),
+            sensor("sensor_temperature", "Sensor temperature", template: Self.number("value_json.frame", "sensorTemperature"), deviceClass: "temperature", unit: "°C"),
+            sensor("disk_free", "Disk free", template: Self.number("value_json.disk", "freeBytes"), deviceClass: "data_size", unit: "B"),
             sensor("captures", "Captures", template: "value_json.capturesTaken", deviceClass: nil, unit: nil, stateClass: "total_increasing"),
-            sensor("slot_error", "Slot error", template: "(value_json.lastSlotErrorUs / 1000) | round(3)", deviceClass: "duration", unit: "ms"),
-            sensor("clock_error", "Clock error bound", template: "(value_json.clock.errorBoundNs / 1000000) | round(3)", deviceClass: "duration", unit: "ms"),
+            sensor("slot_error", "Slot error", template: Self.number("value_json", "lastSlotErrorUs", scale: "/ 1000"), deviceClass: "duration", unit: "ms"),
+            sensor("clock_error", "Clock error bound", template: Self.number("value_json.clock", "errorBoundNs", scale: "/ 1000000"), deviceClass: "duration", unit: "ms"),
             entity("binary_sensor", "streaming", ["name": "Streaming", "device_class": "running",
                                                   "value_template": "{{ 'ON' if value_json.streaming else 'OFF' }}"], state: true),
         ]
@@ -110,6 +112,14 @@ public struct HomeAssistantDiscovery: Sendable {
     public func removals(before: [String], now: [String]) -> [String] {
         let kept = Set(now.map(Self.jobObject))
         return Set(before.map(Self.jobObject)).subtracting(kept).sorted().map { topics.discovery("switch", $0) }
+    }
+
+    /// A Jinja expression for `object.key`, scaled and rounded, or `none` where `object` is
+    /// absent or null or its key is not a number.
+    static func number(_ object: String, _ key: String, scale: String? = nil) -> String {
+        let value = "\(object).\(key)"
+        let guarded = object == "value_json" ? "\(value) is number" : "\(object) is mapping and \(value) is number"
+        return "((\(value) \(scale ?? "")) | round(3)) if \(guarded) else none"
     }
 
     func sensor(_ object: String, _ name: String, template: String, deviceClass: String?, unit: String?, stateClass: String = "measurement") -> Config {
