@@ -427,16 +427,7 @@ struct HTTPAPITests {
                                   configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             try await app.test(.live) { client in
                 let port = UInt16(try #require(client.port))
-                func connected() throws -> Int32 {
-                    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                    var addr = sockaddr_in()
-                    addr.sin_family = sa_family_t(AF_INET)
-                    addr.sin_port = port.bigEndian
-                    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-                    let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-                    try #require(rc == 0, "connect: errno \(errno)")
-                    return fd
-                }
+                func connected() throws -> Int32 { try #require(loopbackConnection(port: port), "connect: errno \(errno)") }
                 func send(_ fd: Int32, _ text: String) -> Int { text.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } }
                 /// What the server sent until it closed (or `seconds` passed: nil).
                 func readUntilClosed(_ fd: Int32, seconds: Int32) -> String? {

@@ -166,13 +166,7 @@ struct ServeCLITests {
         var sockets: [Int32] = []
         defer { sockets.forEach { close($0) } }
         for i in 0..<300 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = port.bigEndian
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            try #require(rc == 0, "connection \(i): errno \(errno)")
+            let fd = try #require(loopbackConnection(port: port), "connection \(i): errno \(errno)")
             if i % 2 == 0 { _ = "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n".withCString { send(fd, $0, strlen($0), 0) } }
             sockets.append(fd)
         }
