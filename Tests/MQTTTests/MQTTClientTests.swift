@@ -186,6 +186,27 @@ struct MQTTClientTests {
         try await broker.stop()
     }
 
+    @Test("after a broker outage of some 15 s the client is back within 8 s of the broker's return (its waits grow by a second an attempt, attempts at 1, 3, 6, 10, 15, 21 s; libmosquitto's squared ones try at 1, 5, 14, 30 s)")
+    func reconnectsSoonAfterAnOutage() async throws {
+        let broker = try Broker()
+        try await broker.start()
+        var options = MQTTOptions(host: "127.0.0.1", port: broker.port, clientID: "node-r")
+        options.reconnectDelay = 1...30
+        let node = try MQTTClient(options)
+        defer { node.stop() }
+        try await withDeadline(.seconds(20), "the first connection") { while !node.status.connected { try await Task.sleep(for: .milliseconds(20)) } }
+        try await broker.stop()
+        try await withDeadline(.seconds(30), "the client to see the broker gone") { while node.status.connected { try await Task.sleep(for: .milliseconds(20)) } }
+        // The outage itself (its length is what is tested, not a wait for something).
+        try await Task.sleep(for: .seconds(15))
+        try await broker.start()
+        let back = ContinuousClock.now
+        try await withDeadline(.seconds(30), "the client to reconnect") { while !node.status.connected { try await Task.sleep(for: .milliseconds(20)) } }
+        let late = ContinuousClock.now - back
+        #expect(late < .seconds(8), "reconnected \(late) after the broker came back")
+        try await broker.stop()
+    }
+
     @Test("no broker: the client starts, publishing returns at once and is counted, and stop returns at once (the reconnection loop is not waited out)")
     func noBroker() async throws {
         var options = MQTTOptions(host: "127.0.0.1", port: try Broker.freePort(), clientID: "alone")

@@ -44,7 +44,10 @@ public struct MQTTOptions: Sendable {
     }
     /// Messages kept for a reader that falls behind (the newest; older ones are dropped).
     public var inboxLimit = 1024
-    /// The wait before a reconnection, doubling up to the maximum.
+    /// The wait before each reconnection: the least times the attempts so far, up to the most
+    /// (1, 2, 3 … 30 s by default). libmosquitto's "exponential" backoff is the least times the
+    /// attempts squared (1, 4, 9, 16, 25 s: a 30 s outage left the client away 55 s), so it is
+    /// not used.
     public var reconnectDelay: ClosedRange<Int> = 1...30
 
     public init(host: String, port: Int = 1883, clientID: String, username: String? = nil, password: String? = nil, will: (topic: String, payload: [UInt8])? = nil) {
@@ -159,7 +162,7 @@ public final class MQTTClient: Sendable {
             }
         }
         if let w = options.will { _ = w.payload.withUnsafeBytes { sbmosq_will(m, w.topic, $0.baseAddress, Int32($0.count), 1, true) } }
-        mosquitto_reconnect_delay_set(m, UInt32(max(1, options.reconnectDelay.lowerBound)), UInt32(max(1, options.reconnectDelay.upperBound)), true)
+        mosquitto_reconnect_delay_set(m, UInt32(max(1, options.reconnectDelay.lowerBound)), UInt32(max(1, options.reconnectDelay.upperBound)), false)
         mosquitto_connect_v5_callback_set(m) { _, user, rc, _, _ in
             guard let user else { return }
             Unmanaged<MQTTClient>.fromOpaque(user).takeUnretainedValue().connected(rc)
