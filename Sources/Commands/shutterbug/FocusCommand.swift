@@ -34,7 +34,15 @@ struct Focus: AsyncParsableCommand {
         let preview = previewOptions.open()
         defer { preview?.close() }
         try await session.start(streams: [StreamRequest(role: .viewfinder)], preparedBracketCount: 1, sinks: preview.map { [$0] } ?? [], framesPerSink: PreviewOptions.framesPerSink)
-        let result = try await session.configure { $0.lockedFocus = Dioptres(lens) }
+        // Stopped whatever the lock's outcome, before the defer releases the camera: frames
+        // still being read are done with first (issue 49 item 13).
+        let result: CaptureSession.ConfigurationResult
+        do {
+            result = try await session.configure { $0.lockedFocus = Dioptres(lens) }
+        } catch {
+            await session.stop()
+            throw error
+        }
         await session.stop()
         if let preview {
             preview.close()

@@ -108,8 +108,14 @@ struct Stream: AsyncParsableCommand {
         try await session.start(controls: applyAt == nil ? manual.controls : manual.baseline)
 
         let timeout = Duration.seconds(2) + (manual.exposure ?? .milliseconds(250)) * 4
-        try await withStallWatchdog(timeout: timeout, what: "streaming from \(cam.info.id)", watching: watch) { _ in
-            for await _ in done {}
+        do {
+            try await withStallWatchdog(timeout: timeout, what: "streaming from \(cam.info.id)", watching: watch) { _ in
+                for await _ in done {}
+            }
+        } catch {
+            // A stalled camera: the session stops before the defer releases the camera.
+            await session.stop()
+            throw error
         }
         // The monitor also ends when the camera fails: say why, after what was printed.
         if let failure = await session.failureReason {
