@@ -134,7 +134,11 @@ public final class Uploader: Sendable {
                     await wake.wait(upTo: paused)
                     continue
                 }
-                let free = settings.maxInFlight - health.withLock { $0.inFlight }
+                // While the store fails, one probe at a time: a round of maxInFlight files all
+                // failing counted each failure, so the backoff doubled per file, not per probe
+                // (two doublings a probe by default; the store back for 102 s before anything
+                // was sent again).
+                let free = health.withLock { h in h.consecutiveFailures > 0 ? (h.inFlight == 0 ? 1 : 0) : settings.maxInFlight - h.inFlight }
                 var rows: [UploadJournal.Row] = []
                 if free > 0 {
                     do {
