@@ -145,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "shutterbug-bench",
             dependencies: [
-                "Soak", "ShutterbugPosix",
+                "Soak", "JobOptions", "ShutterbugPosix",
                 "ShutterbugCore", "SimulatedCamera", "CSystemShims", "Capture", "CaptureScheduler", "ImageOutput", "KMS", "Journal", "HTTPTransfer",
                 "Fleet", "FleetService", "Jobs", "MQTT", "ProcessTriggers", "Server", "Upload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,4 +1,6 @@
 import Foundation
+import ImageOutput
+import Jobs
 
 /// What a soak left, judged from the output folder alone: every capture's sidecar against the
 /// files on disk, and every photo at auto exposure's 0 EV by its pixels (decoded by djpeg, not
@@ -37,7 +39,7 @@ public struct SoakJudgement: Sendable, Codable {
         var sidecars: [String] = []
         while let f = walk.nextObject() as? String {
             let name = (f as NSString).lastPathComponent
-            if name.hasPrefix(".") && name.hasSuffix(".tmp") { j.temporaries.append(f) }
+            if OutputDirectory.isTemporary(name) { j.temporaries.append(f) }
             if f.hasSuffix("_capture.json") { sidecars.append(f) }
             if (f.hasSuffix(".jpg") || f.hasSuffix(".dng")) && !name.hasPrefix("contact-sheet") { photos.append(f) }
         }
@@ -106,11 +108,7 @@ public struct SoakJudgement: Sendable, Codable {
             if newlines == 3 { start = i + 1; break }
         }
         guard start > 0, start < bytes.count else { return nil }
-        var table = [Double](repeating: 0, count: 256)
-        for v in 0..<256 {
-            let c = Double(v) / 255
-            table[v] = c <= 0.04045 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4)
-        }
+        let table = (0..<256).map { TimelapseRun.linear(Double($0)) }
         var sum = 0.0
         for b in bytes[start...] { sum += table[Int(b)] }
         return sum / Double(bytes.count - start)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import JobOptions
 import ShutterbugCore
 import Soak
 
@@ -36,18 +37,7 @@ struct BenchSoak: AsyncParsableCommand {
     @Flag(name: .long, help: "One JSON object instead of the table.")
     var json = false
 
-    func length() throws -> Duration {
-        let text = dayLength.lowercased()
-        let units: [(String, Double)] = [("h", 3600), ("m", 60), ("s", 1)]
-        for (suffix, seconds) in units where text.hasSuffix(suffix) {
-            if let v = Double(text.dropLast()), v.isFinite {
-                let d = v * seconds
-                guard (60...86_400).contains(d) else { break }
-                return .seconds(d)
-            }
-        }
-        throw ValidationError("--day-length must be 60s...24h (like 20m, 2h, 90s), not '\(dayLength)'")
-    }
+    func length() throws -> Duration { try NumericInput.period(dayLength, "--day-length", in: 60...86_400) }
 
     func validate() throws {
         guard days.isFinite, (0.1...365).contains(days) else { throw ValidationError("--days must be in 0.1...365, not \(days)") }

@@ -217,9 +217,11 @@ public final class TimelapseRun {
         let paths = intent.number.map { directory.files(ofCapture: $0, template: template) }?.filter { !known.contains($0) } ?? []
         var adopted: [TimelapseJournal.FileRecord] = []
         var removed: [String] = []
+        var sidecar: [UInt8]?
         for p in paths {
             if let bytes = readAll(p), isWhole(bytes, path: p) {
                 adopted.append(.init(path: p, bytes: bytes.count, crc32: CRC32.checksum(bytes)))
+                if p.hasSuffix(".json") { sidecar = bytes }
             } else if unlink(p) == 0 {
                 removed.append(p)
             }
@@ -227,8 +229,7 @@ public final class TimelapseRun {
         // Whole only when the finished sidecar is here (a bracket's interim one is written after
         // each step, and says which are still to come) and every file it lists for each step is
         // here and whole; otherwise partial, naming the steps that are not.
-        let check = SlotFiles.check(sidecar: adopted.first { $0.path.hasSuffix(".json") }.flatMap { readAll($0.path) },
-                                    present: Set(adopted.map { SlotFiles.name($0.path) }))
+        let check = SlotFiles.check(sidecar: sidecar, present: Set(adopted.map { SlotFiles.name($0.path) }))
         let whole = check.whole && removed.isEmpty
         let state: TimelapseJournal.SlotState = whole ? .taken : .failed
         let what = whole ? "all of this slot's files" : "\(adopted.count) file\(adopted.count == 1 ? "" : "s") of this slot (partial: \(check.missing))"

@@ -208,6 +208,9 @@ public final class OutputDirectory: Sendable {
         }
     }
 
+    /// Whether `name` is a write's temporary file (`.shutterbug-PID-RANDOM-N.tmp`).
+    public static func isTemporary(_ name: String) -> Bool { temporaryOwner(name) != nil }
+
     /// The pid in a temporary file's name (`.shutterbug-PID-RANDOM-N.tmp`), nil for any other
     /// name.
     static func temporaryOwner(_ name: String) -> Int32? {
