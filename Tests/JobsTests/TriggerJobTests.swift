@@ -95,6 +95,124 @@ struct TriggerJobTests {
         await session.stop()
     }
 
+    /// What a run left: each capture's trigger, frames and lag to exposure start, then the counts.
+    static func answer(_ events: [TriggerJob.Event]) -> String {
+        var out = events.compactMap { e -> String? in
+            switch e {
+            case .captured(let t, let c): return "\(t.sequence):\(c.sequences):\(c.lag.toExposureStart.nanosecondsValue)"
+            case .failed(let t, let error): return "\(t.sequence) failed: \(error.message)"
+            default: return nil
+            }
+        }
+        if let s = summary(events) { out.append("\(s.counts)") }
+        return out.joined(separator: " ")
+    }
+
+    static func seededRun(_ options: TriggerJob.Options, _ triggers: PatternTriggerSource.Pattern, stallAt: (frame: UInt64, duration: Duration)? = nil) async throws -> [TriggerJob.Event] {
+        var o = SimulationOptions()
+        o.clock = .virtual
+        o.seed = 3
+        if let stallAt {
+            o.faults.stallAtFrame = stallAt.frame
+            o.faults.stallDuration = stallAt.duration
+        }
+        let cam = SimulatedCamera(profile: .imx477, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        _ = try await session.start(stream: StreamRequest(role: .video, width: 640, height: 480), preparedBracketCount: 3)
+        let job = TriggerJob(options: options, session: session, camera: cam, writer: nil, open: pattern(triggers, count: 200))
+        let (events, thrown) = await run(job)
+        #expect(thrown == nil, "\(String(describing: thrown))")
+        await session.stop()
+        return events
+    }
+
+    @Test("in virtual time a capture under way is busy to the triggers that come during it, as in real time, and the same seed gives the same answer every run",
+          arguments: [TriggerPolicy.drop, .queue, .coalesce])
+    func seededRunsAgree(policy: TriggerPolicy) async throws {
+        // Bursts of 4 triggers 5 ms apart: a capture takes a frame ~23 ms after the first, so
+        // the other three come while it is under way.
+        let burst = PatternTriggerSource.Pattern.burst(count: 4, spacing: .milliseconds(5), pause: .milliseconds(600))
+        var answers: Set<String> = []
+        var first: [TriggerJob.Event] = []
+        for _ in 0..<5 {
+            let events = try await Self.seededRun(.init(policy: policy, count: 6), burst)
+            if first.isEmpty { first = events }
+            answers.insert(Self.answer(events))
+        }
+        #expect(answers.count == 1, "\(answers.count) answers: \(answers.sorted().joined(separator: "\n"))")
+        let captured = first.compactMap { if case .captured(let t, _) = $0 { return t.sequence } else { return nil } }
+        switch policy {
+        case .drop:
+            // As in real time: the first of each burst, the other three dropped as busy.
+            #expect(captured == [1, 5, 9, 13, 17, 21], "\(Self.answer(first))")
+        case .coalesce:
+            // The first of each burst, then the last of it (the three that waited, as one).
+            #expect(captured == [1, 4, 5, 8, 9, 12], "\(Self.answer(first))")
+        case .queue:
+            #expect(captured == [1, 2, 3, 4, 5, 6], "\(Self.answer(first))")
+        }
+    }
+
+    @Test("in virtual time, one trigger every three frames keeps up: each on the first frame exposed after it, as in real time")
+    func keepsUpInVirtualTime() async throws {
+        let events = try await Self.seededRun(.init(count: 30), .regular(period: .milliseconds(100)))
+        let lags = events.compactMap { if case .captured(_, let c) = $0 { return c.lag.toExposureStart } else { return nil } }
+        #expect(lags.count == 30)
+        // A frame is 33 ms at 640x480 video; a capture's frame is at most two frames after the
+        // instant (the one exposing then, and the next), never seconds behind.
+        #expect(lags.allSatisfy { $0 >= .zero && $0 < .milliseconds(100) }, "\(lags.map(\.millisecondsDescription))")
+    }
+
+    @Test("in virtual time, a stall fails the captures it holds up at the stall limit, as real time's ticks do, rather than taking the frame that comes 30 s later")
+    func stallInVirtualTime() async throws {
+        let events = try await Self.seededRun(.init(count: 5), .regular(period: .milliseconds(300)), stallAt: (24, .seconds(30)))
+        let failures = events.compactMap { if case .failed(_, let e) = $0 { return e.message } else { return nil } }
+        let lags = events.compactMap { if case .captured(_, let c) = $0 { return c.lag.toExposureStart } else { return nil } }
+        #expect(!failures.isEmpty && failures.allSatisfy { $0.contains("no frame came back for 2.") && $0.contains("the camera stalled") }, "\(failures)")
+        #expect(lags.allSatisfy { $0 < .seconds(1) }, "no capture taken long after its trigger: \(lags.map(\.millisecondsDescription))")
+    }
+
+    @Test("zero-shutter-lag triggers during a long bracket (a timelapse slot's): each takes the frame at its edge as it comes, none waits out the bracket and finds its frame gone")
+    func zeroShutterLagBesideALongCapture() async throws {
+        var o = SimulationOptions()
+        o.clock = .virtual
+        o.seed = 5
+        let cam = SimulatedCamera(profile: .imx477, options: o)
+        defer { cam.release() }
+        let session = CaptureSession(backend: cam)
+        _ = try await session.start(stream: StreamRequest(role: .video, width: 640, height: 480), preparedBracketCount: 3, holding: .frames(3))
+        // A job's bracket of long exposures, asked for first: the session takes captures in
+        // order, so every trigger's capture is queued behind it for a second or more.
+        let bracket = Task { () -> Int in
+            var photos = 0
+            for try await e in await session.capture(PhotoSettings(bracket: .manualExposure([(.milliseconds(400), Gain(1)), (.milliseconds(300), Gain(1)), (.milliseconds(200), Gain(1))]))) {
+                if case .photo(let p) = e { photos += 1; p.release() }
+            }
+            return photos
+        }
+        let job = TriggerJob(options: .init(count: 8, zeroShutterLag: true), session: session, camera: cam, writer: nil,
+                             open: Self.pattern(.regular(period: .milliseconds(120)), count: 8))
+        let (events, thrown) = await Self.run(job)
+        #expect(thrown == nil, "\(String(describing: thrown))")
+        #expect(try await bracket.value == 3)
+        let failures = events.compactMap { if case .failed(let t, let e) = $0 { return "\(t.sequence): \(e.message)" } else { return nil } }
+        #expect(failures.isEmpty, "\(failures)")
+        let captured = events.compactMap { if case .captured(let t, let c) = $0 { return (t, c) } else { return nil } }
+        #expect(captured.count == 8)
+        for (t, c) in captured {
+            let z = try #require(c.zeroShutterLag, "trigger \(t.sequence)")
+            // Its frame covered the instant, or the frame exposing then was one of the
+            // bracket's (or the instant fell between two exposures), and it says so.
+            if z.covered {
+                #expect(c.lag.toExposureStart <= .zero, "trigger \(t.sequence): \(c.lag.toExposureStart), \(z)")
+            } else {
+                #expect(z.fallback.map { $0.contains("went to an earlier capture") || $0.contains("between two exposures") } == true, "trigger \(t.sequence): \(z)")
+            }
+        }
+        await session.stop()
+    }
+
     @Test("stop(): the job ends saying why, with no capture lost (each one started is finished)")
     func stop() async throws {
         let (cam, session) = try await Self.camera()

@@ -41,6 +41,11 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     /// Virtual-time gate (`allowFrames`): off until a consumer first uses it.
     private var gated = false
     private var framesAllowed = true
+    /// Virtual time: each holder's instant (`holdFrames`), the frame the sensor thread is about
+    /// to deliver (its completion), and who waits for the camera to reach their instant.
+    private var holds: [UInt64: SensorTime] = [:]
+    private var pendingCompletion: SensorTime?
+    private var holdWaiters: [(holder: UInt64, instant: SensorTime, continuation: CheckedContinuation<Void, Never>)] = []
     /// External-trigger mode: pulses waiting for the sensor, and those it ignored.
     private var pulses = Ring<(start: SensorTime, width: Duration)>(capacity: 64)
     private var ignoredPulses = 0
@@ -197,6 +202,66 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             framesAllowed = allowed
             lock.broadcast()
         }
+    }
+
+    public func holdFrames(_ holder: UInt64, until instant: SensorTime?) async {
+        guard options.clock == .virtual else { return }
+        guard let instant else {
+            liftHold(holder)
+            return
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let reached = lock.withLock { () -> Bool in
+                    holds[holder] = instant
+                    lock.broadcast()
+                    if !running || stopping || lost || Task.isCancelled { return true }
+                    holdWaiters.append((holder, instant, c))
+                    return false
+                }
+                if reached { c.resume() }
+            }
+        } onCancel: {
+            liftHold(holder)
+        }
+    }
+
+    public func setFrameHold(_ holder: UInt64, at instant: SensorTime?) {
+        guard options.clock == .virtual else { return }
+        lock.withLock {
+            holds[holder] = instant
+            lock.broadcast()
+        }
+    }
+
+    /// Lifts a holder's hold; whoever of it waits goes on.
+    private func liftHold(_ holder: UInt64) {
+        let ready = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            holds[holder] = nil
+            lock.broadcast()
+            let (mine, others) = (holdWaiters.filter { $0.holder == holder }, holdWaiters.filter { $0.holder != holder })
+            holdWaiters = others
+            return mine.map(\.continuation)
+        }
+        for c in ready { c.resume() }
+    }
+
+    /// Lock held: virtual time moves on to `t`, never back.
+    private func advanceVirtualNow(to t: SensorTime) {
+        guard virtualNow.map({ $0 < t }) ?? true else { return }
+        virtualNow = t
+        virtualClock?.advance(to: t)
+    }
+
+    /// Lock held: the waiters whose instant the camera has reached (all of them once it stops),
+    /// taken off the list to be resumed outside the lock.
+    private func reachedHolds(all: Bool) -> [CheckedContinuation<Void, Never>] {
+        guard !holdWaiters.isEmpty else { return [] }
+        let idle = completions.isConsumerIdle
+        let reached = holdWaiters.filter { w in all || (idle && (pendingCompletion.map { $0 > w.instant } ?? false)) }
+        guard !reached.isEmpty else { return [] }
+        holdWaiters.removeAll { w in all || (idle && (pendingCompletion.map { $0 > w.instant } ?? false)) }
+        return reached.map(\.continuation)
     }
 
     /// Real time: CLOCK_MONOTONIC. Virtual time: the completion time of the newest frame.
@@ -407,6 +472,8 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
     // MARK: The sensor thread
 
     private func sensorLoop(_ initial: SimulatedPipeline) {
+        // However the loop ends, no frame comes any more: whoever waits for one goes on.
+        defer { for c in lock.withLock({ reachedHolds(all: true) }) { c.resume() } }
         var pipeline = initial
         let realTime = options.clock == .realTime
         let faults = options.faults
@@ -455,16 +522,29 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
             let next: (request: SimulatedPipeline.Request?, end: Bool) = lock.withLock {
                 injected = requestedStall
                 requestedStall = nil
-                if !realTime {
-                    virtualNow = timing.completion
-                    virtualClock?.advance(to: timing.completion)
-                }
                 if realTime {
                     while !stopping, !lost, MonotonicClock.now() < timing.completion {
                         lock.wait(until: timing.completion)
                     }
                 } else {
-                    while !stopping, !lost, queued.isEmpty || (gated && !(framesAllowed && completions.isConsumerIdle)) { lock.wait() }
+                    pendingCompletion = timing.completion
+                    while !stopping, !lost {
+                        // Held (`holdFrames`): the clock reaches the earliest holder's instant
+                        // and stands there; the frames up to it happen, wanted or not.
+                        let barrier = holds.values.min()
+                        let held = barrier.map { timing.completion > $0 } ?? false
+                        if held, let barrier { advanceVirtualNow(to: barrier) }
+                        for c in reachedHolds(all: false) { c.resume() }
+                        let allowed = framesAllowed || barrier != nil
+                        if held || queued.isEmpty || (gated && !(allowed && completions.isConsumerIdle)) {
+                            lock.wait()
+                            continue
+                        }
+                        break
+                    }
+                    // The clock is at the newest frame's end once it happens (not while it
+                    // waits to: what reads the clock meanwhile sees the frame before).
+                    advanceVirtualNow(to: timing.completion)
                 }
                 if stopping || lost { return (nil, true) }
                 // Only this thread takes requests off; it does so once the frame completes,

@@ -51,6 +51,8 @@ extension CaptureSession {
         /// A lock's outcome that came before its waiter, kept for it.
         var lockOutcomes: [Int: Result<SyncPoint, any Error>] = [:]
         var triggers: [Int: CheckedContinuation<CapturedPhoto, any Error>] = [:]
+        /// Told, as it happens, of every capture that ends (finished, failed or cancelled).
+        var captureEndObservers: [Int: @Sendable (Int64) -> Void] = [:]
         private var lastID = 0
 
         mutating func newID() -> Int {

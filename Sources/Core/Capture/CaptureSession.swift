@@ -355,6 +355,30 @@ public actor CaptureSession {
         return stream
     }
 
+    /// The unique IDs of the captures asked for and not over (waiting for frames, or for
+    /// their last photo to be handed out).
+    public var capturesInProgress: Set<Int64> { Set(waiters.captures.keys) }
+
+    /// Calls `observer` with each capture's unique ID as the capture ends (its last event
+    /// handed out, or it failed or was cancelled), on the session, before the frame after it
+    /// is handled. Returns a token for `removeCaptureEndObserver`.
+    public func addCaptureEndObserver(_ observer: @escaping @Sendable (Int64) -> Void) -> Int {
+        let token = waiters.newID()
+        waiters.captureEndObservers[token] = observer
+        return token
+    }
+
+    public func removeCaptureEndObserver(_ token: Int) {
+        waiters.captureEndObservers[token] = nil
+    }
+
+    /// A capture is over: its waiter, and its observers told.
+    private func endCapture(_ id: Int64) -> AsyncThrowingStream<CaptureEvent, any Error>.Continuation? {
+        guard let c = waiters.captures.removeValue(forKey: id) else { return nil }
+        for o in waiters.captureEndObservers.values { o(id) }
+        return c
+    }
+
     /// Checks that this camera, as configured, can take `settings`, as `capture` does first;
     /// lets a caller refuse a request before anything is captured.
     ///
@@ -465,10 +489,10 @@ public actor CaptureSession {
             let p = photo(frame, step: step)
             waiters.captures[id]?.yield(.photo(p))
         case .finished(let id, let r):
-            let c = waiters.captures.removeValue(forKey: id)
+            let c = endCapture(id)
             c?.yield(.captureFinished(r))
             c?.finish()
-        case .failed(let id, let error): waiters.captures.removeValue(forKey: id)?.finish(throwing: error)
+        case .failed(let id, let error): endCapture(id)?.finish(throwing: error)
         case .release(let slot): returnSlot(slot)
         case .pool(let frame, let id):
             // Copied before its slot is queued again; then the slot goes back. The bytes are
@@ -518,7 +542,7 @@ public actor CaptureSession {
     }
 
     func cancel(captureID: Int64) {
-        guard waiters.captures.removeValue(forKey: captureID) != nil else { return }
+        guard endCapture(captureID) != nil else { return }
         machine.cancel(captureID, now: camera.now())
         topUp()
     }
@@ -531,6 +555,15 @@ public actor CaptureSession {
     func tick() {
         guard backend.completions.isConsumerIdle else { return }
         judge(at: camera.now())
+    }
+
+    /// Virtual time: the camera's clock has reached `t` with no frame since the last one
+    /// handled (`CameraBackend.holdFrames` returned): the machines judge the wait as real
+    /// time's ticks would, so a capture the camera stalled under fails at its limit, not when
+    /// the next frame comes. Ignored for a real-time camera (its ticks judge).
+    public func clockReached(_ t: SensorTime) {
+        guard camera.pacesByDemand, life.running, backend.completions.isConsumerIdle else { return }
+        judge(at: t)
     }
 
     /// Lets the state machines see the camera's clock at `t`: stalled locks, triggers and

@@ -38,7 +38,10 @@ public protocol BusyLine: Sendable {
 ///
 /// The queue frees for the next capture once a capture's frames are in (its files are written
 /// meanwhile). A camera in external-trigger mode (`CameraCapabilities.externalTrigger`) is
-/// pulsed for every trigger, which exposes its frame whatever the queue then does. A camera
+/// pulsed for every trigger, which exposes its frame whatever the queue then does; a
+/// zero-shutter-lag trigger's frame is the one exposing at its edge, taken as it is asked for:
+/// both ask for every trigger's capture at once, up to `queue` in flight (the policy does not
+/// apply: no trigger waits for another's capture, by when its frame would be gone). A camera
 /// that paces its frames by demand (virtual time) is fed one trigger at a time, once its frames
 /// have reached the trigger's instant, as they would have in real time.
 ///
@@ -134,8 +137,11 @@ public final class TriggerJob: Service, Sendable {
     private let internalEvents: AsyncStream<Internal>
     private let stopping = Mutex<String?>(nil)
     private let handle = Mutex<TriggerHandle?>(nil)
-    /// Captures whose frames are exposed and being copied.
-    private let copies = Gate()
+    /// Virtual time: the captures under way, until the loop has taken the news that their
+    /// frames are in.
+    private let underWay: CapturesUnderWay
+    private let holder: UInt64
+    private static let holders = Atomic<UInt64>(0)
 
     public init(options: Options, session: CaptureSession, camera: any CameraBackend, writer: PhotoFileWriter?, busy: (any BusyLine)? = nil,
                 observe: (@Sendable (OutputEvent) -> Void)? = nil, open: @escaping @Sendable (SensorTime) throws -> TriggerHandle) {
@@ -148,6 +154,13 @@ public final class TriggerJob: Service, Sendable {
         self.open = open
         (events, continuation) = AsyncStream.makeStream(of: Event.self)
         (internalEvents, wake) = AsyncStream.makeStream(of: Internal.self)
+        // Two holds on a virtual-time camera: the feeder's, at the next trigger's instant, and
+        // the pause while captures catch up (`CapturesUnderWay`).
+        holder = Self.holders.add(2, ordering: .relaxed).newValue
+        let pauser = holder + 1
+        underWay = CapturesUnderWay { [weak camera] paused in
+            camera?.setFrameHold(pauser, at: paused ? SensorTime(nanoseconds: .min) : nil)
+        }
     }
 
     /// Stops listening: what waits is dropped and counted, the captures in flight complete.
@@ -217,42 +230,41 @@ public final class TriggerJob: Service, Sendable {
         /// so a feeder still waiting goes on and ends).
         var acknowledgements: AsyncStream<Void>.Continuation?
         defer { acknowledgements?.finish() }
+        var endObserver: Int?
         let feeder: Task<Void, Never>
         if camera.pacesByDemand && externalSensor == nil {
-            // The camera's clock runs as fast as the CPU allows, and only while someone wants
-            // frames. Each trigger is passed on once the camera's frames have reached its
-            // instant, as it would be in real time: the frames up to it are asked for one at a
-            // time, so the clock never runs ahead of the triggers.
+            // The camera's clock runs as fast as the CPU allows. Each trigger is passed on when
+            // the camera's clock reaches its instant, as it would be in real time: the camera
+            // makes the frames up to the instant and holds back the next until the trigger has
+            // been dealt with, and every capture whose frames came before it has been taken
+            // by the loop (in real time the work between frames takes next to no time). A
+            // capture under way then looks busy to a trigger that came during it, and nothing
+            // depends on which task the machine ran first: a seeded run is one answer.
             let (handledStream, handled) = AsyncStream<Void>.makeStream()
             acknowledgements = handled
+            let underWay = underWay
+            endObserver = await session.addCaptureEndObserver { id in underWay.sessionEnded(id) }
+            let holder = holder
             feeder = Task {
                 var handledAcks = handledStream.makeAsyncIterator()
-                // The newest frame seen and the frame period: the next frame is due at
-                // `now + period` (kept from trigger to trigger: a trigger soon after the last
-                // one needs no frame more, and pulling one would let the capture under way
-                // finish before the trigger is seen, as if it came later than it did).
-                var now = SensorTime(nanoseconds: 0)
-                var period = Duration.zero
                 for await t in source.triggers() {
-                    // Until the next frame may be the first exposed after the instant: the
-                    // capture is then asked for before that frame comes, as in real time.
-                    while now + period < t.instant {
-                        // Not while a capture's frames are being copied: in real time that takes
-                        // a few milliseconds, here the frames would race on meanwhile.
-                        await copies.waitUntilNone()
-                        var next: FrameMetadata?
-                        for await r in await session.requests(count: 1) { next = r.metadata }
-                        guard let next, let ts = next.sensorTimestamp else { break }
-                        now = max(now, ts)
-                        period = next.frameDuration ?? period
+                    if self.stopping.withLock({ $0 }) == nil {
+                        await camera.holdFrames(holder, until: t.instant)
+                        // The wait up to the instant is judged (a stall fails what it held up
+                        // at its limit, as real time's ticks would), then what it ended settles.
+                        await session.clockReached(t.instant)
+                        await underWay.settled()
+                    } else {
+                        // Stopping: the triggers left are dropped and counted; the captures
+                        // under way need the frames after them.
+                        await camera.holdFrames(holder, until: nil)
                     }
-                    // No further frame is asked for until the capture for this trigger is
-                    // held by the session (a frame asked for before then could be the first
-                    // exposed after the instant and pass unseen: a frame's lag more) and the
-                    // frames of every capture under way are in.
+                    // No frame after the instant comes until the capture for this trigger is
+                    // held by the session: in real time it is asked for before that frame.
                     wake.yield(.trigger(t, handled: { handled.yield() }))
                     _ = await handledAcks.next()
                 }
+                await camera.holdFrames(holder, until: nil)
                 wake.yield(.sourceEnded)
             }
         } else {
@@ -264,11 +276,14 @@ public final class TriggerJob: Service, Sendable {
             }
         }
 
-        // A triggered sensor has exposed the trigger's frame already, busy or not: each
-        // trigger's capture is asked of the session at once (the session takes them in order),
-        // up to `queue` in flight; past that the trigger is dropped (waiting would find no frame).
+        // A triggered sensor has exposed the trigger's frame already, busy or not, and a
+        // zero-shutter-lag photo is the frame exposing at the edge, held as it comes: each
+        // trigger's capture is asked of the session at once (the session takes them in order,
+        // each zero-shutter-lag one taking its frame as it is asked for), up to `queue` in
+        // flight; past that the trigger is dropped (waiting would find its frame gone).
         let external = externalSensor != nil
-        var q = external ? try TriggerQueue(policy: .drop, concurrency: options.queue) : try TriggerQueue(policy: options.policy, limit: options.queue)
+        let concurrent = external || (options.zeroShutterLag && options.burst == nil)
+        var q = concurrent ? try TriggerQueue(policy: .drop, concurrency: options.queue) : try TriggerQueue(policy: options.policy, limit: options.queue)
         var lags: [TriggerLag] = []
         var sourceEnded = false
         var stopping: String? { self.stopping.withLock { $0 } }
@@ -286,20 +301,16 @@ public final class TriggerJob: Service, Sendable {
                     unfinished += 1
                     let ack = handled ?? {}
                     handled = nil
-                    // Virtual time: the feeder pulls no frame while a capture is under way, from
-                    // its start until the loop has taken the news that its frames are in (and
-                    // started what waited): the capture's own frames move the camera's clock,
-                    // and the work between (the writer reserving memory and a number, events
-                    // passed on through tasks) takes no time on it, as it takes next to none in
-                    // real time. Else the frames ran ahead of a trigger that waited.
-                    copies.enter()
+                    // Virtual time: the feeder passes on no trigger while a capture whose frames
+                    // are in (or that holds no frame yet) waits for the loop to take the news.
+                    underWay.started(t.sequence)
                     Task {
                         let result = await self.capture(t, registered: ack,
                                                         framesCaptured: { wake.yield(.framesCaptured(t)) })
                         wake.yield(.finished(t, result))
                     }
                 case .dropped(let t):
-                    emit(.dropped(t, reason: external ? "\(options.queue) captures in flight, --queue \(options.queue)" : "busy, --policy \(options.policy.rawValue)"))
+                    emit(.dropped(t, reason: concurrent ? "\(options.queue) captures in flight, --queue \(options.queue)" : "busy, --policy \(options.policy.rawValue)"))
                 case .coalesced(let t):
                     emit(.coalesced(t))
                 }
@@ -320,23 +331,26 @@ public final class TriggerJob: Service, Sendable {
             case .ignoredBySensor(let t):
                 _ = q.refused(t)
                 emit(.dropped(t, reason: "the sensor ignored the pulse (it came while the previous frame was being read out)"))
-            case .trigger(let t, _) where external:
+            case .trigger(let t, let handled) where concurrent:
                 // No more captures than `count` asks for are started.
                 if let count = options.count, stopping == nil, q.counts.captured + q.counts.failed + q.inFlight.count >= count {
                     _ = q.refused(t)
                     emit(.dropped(t, reason: "--count reached"))
+                    handled?()
                 } else if stopping == nil {
-                    start(q.arrived(t))
+                    start(q.arrived(t), handled: handled)
+                } else {
+                    handled?()
                 }
             case .trigger(let t, let handled):
                 if stopping == nil { start(q.arrived(t), handled: handled) } else { handled?() }
             case .framesCaptured(let t):
-                // A triggered sensor's captures are over when they finish: they run together.
-                if external { break }
+                // Captures asked for at once are over when they finish: they run together.
+                if concurrent { break }
                 framesDone.insert(t.sequence)
                 captureOver(t, failed: false)
-                // The news is taken (and what waited started): the feeder may pull frames again.
-                copies.leave()
+                // The news is taken (and what waited started): the feeder may go on.
+                underWay.over(t.sequence)
             case .finished(let t, let result):
                 unfinished -= 1
                 switch result {
@@ -351,7 +365,7 @@ public final class TriggerJob: Service, Sendable {
                 // A capture that failed before its frames were in ends the queue's capture now.
                 if framesDone.remove(t.sequence) == nil {
                     captureOver(t, failed: { if case .failure = result { return true } else { return false } }())
-                    copies.leave()
+                    underWay.over(t.sequence)
                 }
             case .stop:
                 changed = false
@@ -363,8 +377,9 @@ public final class TriggerJob: Service, Sendable {
             if (stopping != nil || sourceEnded) && q.busy == nil && unfinished == 0 { break loop }
         }
         feeder.cancel()
-        // Holds whose news the loop will not take now: a feeder waiting on them ends.
-        copies.reset()
+        // Captures whose news the loop will not take now: a feeder waiting on them ends.
+        underWay.reset()
+        if let endObserver { await session.removeCaptureEndObserver(endObserver) }
         h.stop()
         h.close()
         q.lostBySource(h.kernelLost())
@@ -399,24 +414,16 @@ public final class TriggerJob: Service, Sendable {
         /// Not at its resolved settings, which an EV bracket has only after metering: the
         /// feeder would hold the next trigger back while the bracket's frames ran on, and a
         /// trigger that came while it was busy would find it idle.
-        let holds = Once(registered)
+        let underWay = underWay
+        underWay.identified(t.sequence, id: settings.uniqueID)
+        let holds = Once {
+            underWay.registered(t.sequence)
+            registered()
+        }
         func sessionHoldsIt() { holds.run() }
         defer { sessionHoldsIt() }
-        /// Its frames are all exposed and being copied (real time, no time at all on a virtual
-        /// clock): the virtual-time feeder takes no further frame until they are in.
-        var copyingNow = false
-        func copying() {
-            guard !copyingNow else { return }
-            copyingNow = true
-            copies.enter()
-        }
-        defer { if copyingNow { copies.leave() } }
         /// The frames are in: the busy line goes inactive, and the queue may start the next.
         func framesIn() {
-            if copyingNow, c.sequences.count == frames {
-                copyingNow = false
-                copies.leave()
-            }
             if !announced, c.sequences.count == frames {
                 announced = true
                 framesCaptured()
@@ -450,7 +457,6 @@ public final class TriggerJob: Service, Sendable {
                     c.adjustments += r.adjustments
                     pivot = r.pivotStep ?? 0
                     sessionHoldsIt()
-                case .exposureEnded: copying()
                 case .captureFinished(let r): c.zeroShutterLag = r.zeroShutterLag
                 case .photoCaptured(let step, let m): photo(step, m)
                 case .fileWritten(let f): c.files.append(f)
@@ -477,41 +483,86 @@ final class Once: Sendable {
     func run() { body.withLock { b in defer { b = nil }; return b }?() }
 }
 
-/// A count of things under way, and waiting until there are none.
-final class Gate: Sendable {
-    private let state = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
+/// Virtual time: a trigger job's captures from their start until its loop has taken the news
+/// that their frames are in (or that they ended). While one is starting (not yet held by the
+/// session) or is over for the session but its news not yet taken, the camera's clock is
+/// paused: that work takes next to no time in real time, and frames racing on meanwhile would
+/// meet a job that had not caught up (a queued trigger's capture asked for late, a trigger
+/// finding the queue busy with a capture whose frames were long in).
+final class CapturesUnderWay: Sendable {
+    private enum Phase { case starting, waitingForFrames, over }
+    private struct State {
+        var phases: [UInt64: Phase] = [:]
+        /// Each capture's unique ID, by trigger, and back.
+        var ids: [Int64: UInt64] = [:]
+        var version = 0
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var ended = false
+        var paused: Bool { !ended && phases.values.contains { $0 != .waitingForFrames } }
+    }
+    private let state = Mutex(State())
+    /// Pauses and resumes the camera's clock.
+    private let pause: @Sendable (Bool) -> Void
 
-    func enter() { state.withLock { $0.count += 1 } }
+    init(pause: @escaping @Sendable (Bool) -> Void = { _ in }) { self.pause = pause }
 
-    func leave() {
-        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            // (Not below none: after `reset`, the holds of captures still under way end too.)
-            s.count = max(0, s.count - 1)
-            guard s.count == 0 else { return [] }
-            defer { s.waiters = [] }
-            return s.waiters
+    /// The loop started a capture for `trigger`.
+    func started(_ trigger: UInt64) { change { $0.phases[trigger] = .starting } }
+    /// The capture's settings are made (before the session is asked).
+    func identified(_ trigger: UInt64, id: Int64) { change { $0.ids[id] = trigger } }
+    /// The session holds it: it waits for frames, unless it is over already.
+    func registered(_ trigger: UInt64) { change { if $0.phases[trigger] == .starting { $0.phases[trigger] = .waitingForFrames } } }
+    /// The session ended the capture with this unique ID (any capture's: others are ignored).
+    func sessionEnded(_ id: Int64) {
+        change { s in
+            guard let t = s.ids.removeValue(forKey: id), s.phases[t] != nil else { return }
+            s.phases[t] = .over
         }
-        for w in ready { w.resume() }
+    }
+    /// The loop took the news.
+    func over(_ trigger: UInt64) {
+        change { s in
+            s.phases[trigger] = nil
+            s.ids = s.ids.filter { $0.value != trigger }
+        }
     }
 
-    /// Nothing is under way any more (the job ended): every waiter goes on.
+    /// The job ended: nothing more will change, and nobody waits for it.
     func reset() {
-        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.count = 0
-            defer { s.waiters = [] }
-            return s.waiters
+        change {
+            $0.phases = [:]
+            $0.ids = [:]
+            $0.ended = true
         }
+    }
+
+    private func change(_ body: (inout State) -> Void) {
+        let (ready, paused) = state.withLock { s -> ([CheckedContinuation<Void, Never>], Bool?) in
+            let was = s.paused
+            body(&s)
+            s.version += 1
+            defer { s.waiters = [] }
+            return (s.waiters, s.paused == was ? nil : s.paused)
+        }
+        // (In the order the changes were made: the lock is not held, but each change's pause
+        // follows its own, and a capture's changes come one after another.)
+        if let paused { pause(paused) }
         for w in ready { w.resume() }
     }
 
-    func waitUntilNone() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.count == 0 { return true }
-                s.waiters.append(c)
-                return false
+    /// Returns once no capture is starting or waiting for the loop to take its news.
+    func settled() async {
+        while true {
+            let (version, paused) = state.withLock { ($0.version, $0.paused) }
+            if !paused { return }
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.version != version || s.ended { return true }
+                    s.waiters.append(c)
+                    return false
+                }
+                if now { c.resume() }
             }
-            if now { c.resume() }
         }
     }
 }

@@ -38,6 +38,21 @@ public protocol CameraBackend: AnyObject, Sendable {
     /// paces by demand; a real camera ignores it.
     func allowFrames(_ allowed: Bool)
 
+    /// Virtual time: holds back every frame that would complete after `instant` (the earliest of
+    /// every holder's instants holds), and lets the frames up to it happen meanwhile, wanted or
+    /// not, as they would have on a sensor's own clock. Returns once the camera's next frame
+    /// would complete after `instant` and its consumer has dealt with every frame before it
+    /// (or the camera stopped, or the task was cancelled): the camera's clock has reached the
+    /// instant, and nothing that happens after it has happened yet. A trigger fed at its instant
+    /// then meets the camera as it would in real time. `nil` lifts the holder's hold.
+    /// A real camera returns at once: its clock is not ours to hold.
+    func holdFrames(_ holder: UInt64, until instant: SensorTime?) async
+
+    /// As `holdFrames`, without waiting for the camera to reach the instant: a holder that
+    /// pauses the camera's clock where it is (`.zero` holds every frame to come) while work
+    /// that takes no time in real time is done. `nil` lifts it. A real camera ignores it.
+    func setFrameHold(_ holder: UInt64, at instant: SensorTime?)
+
     /// The sensor, where Shutterbug knows it (the simulated profiles, and a libcamera camera
     /// whose model is one of them); `nil` for anything else (vimc).
     var sensorProfile: SensorProfile? { get }
@@ -107,5 +122,7 @@ extension CameraBackend {
     public var pacesByDemand: Bool { false }
     public var framesOnTriggerOnly: Bool { false }
     public func allowFrames(_ allowed: Bool) {}
+    public func holdFrames(_ holder: UInt64, until instant: SensorTime?) async {}
+    public func setFrameHold(_ holder: UInt64, at instant: SensorTime?) {}
     public var executor: (any CameraEventLoop)? { nil }
 }
