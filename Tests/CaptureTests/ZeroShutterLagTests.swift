@@ -209,6 +209,59 @@ struct ZeroShutterLagTests {
         return (resolved, error, photos)
     }
 
+    @Test("a zero-shutter-lag photo asked for while another capture is under way takes the frame exposing at its instant then, not when its turn comes (by when that frame has left the frames held); one whose frame is still to come takes it as it comes back")
+    func queuedBehindAnotherCapture() {
+        var machine = CaptureMachine(timing: Self.timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain]), ringFrames: 3)
+        let t0 = SensorTime(nanoseconds: 5_000_000_000)
+        let period = Duration.milliseconds(33)
+        var k = 0
+        var photos: [Int64: (UInt32, ZeroShutterLag?)] = [:]
+        var failures: [Int64: String] = [:]
+        var holds = 0, ended = 0
+        func take(_ actions: [CaptureMachine.Action]) {
+            for a in actions {
+                switch a {
+                case .photo(let id, _, let f):
+                    photos[id] = (f.metadata.sequence, nil)
+                    ended += 1
+                case .finished(let id, let r): photos[id]?.1 = r.zeroShutterLag
+                case .failed(let id, let e): failures[id] = e.message
+                case .release: ended += 1
+                default: break
+                }
+            }
+        }
+        func feed(_ n: Int) {
+            for _ in 0..<n {
+                let ts = t0 + period * k
+                holds += machine.frame(Self.frame(k, ts: ts, exposure: .milliseconds(20)), now: ts)
+                take(machine.takeActions())
+                k += 1
+            }
+        }
+        feed(5)
+        // The head: a photo exposed after an instant a second away (a trigger's, a job's slot).
+        let head = PhotoSettings(exposedAfter: t0 + .milliseconds(1200))
+        machine.add(head, now: t0 + period * 4)
+        // Behind it: one at an instant inside frame 3's exposure (held now), and one inside
+        // frame 8's (still to come).
+        let held = PhotoSettings(exposedAfter: t0 + period * 3 - .milliseconds(10), zeroShutterLag: true)
+        let coming = PhotoSettings(exposedAfter: t0 + period * 8 - .milliseconds(5), zeroShutterLag: true)
+        machine.add(held, now: t0 + period * 4)
+        machine.add(coming, now: t0 + period * 4)
+        take(machine.takeActions())
+        // 60 frames: the head waits 36 of them; the ring of 3 turns over many times meanwhile.
+        feed(60)
+        #expect(failures.isEmpty, "\(failures)")
+        #expect(photos[held.uniqueID]?.0 == 3 && photos[held.uniqueID]?.1?.covered == true, "\(String(describing: photos[held.uniqueID]))")
+        #expect(photos[coming.uniqueID]?.0 == 8 && photos[coming.uniqueID]?.1?.covered == true, "\(String(describing: photos[coming.uniqueID]))")
+        #expect(photos[head.uniqueID]?.0 == 37, "the head's own photo, the first frame exposed after its instant: \(String(describing: photos[head.uniqueID]))")
+        machine.failAll(ShutterbugError(.invalidState, "the run ended"))
+        take(machine.takeActions())
+        ended += machine.dropRetained().count
+        #expect(holds == ended, "\(holds) holds taken, \(ended) given back or handed out")
+    }
+
     @Test("an instant between two exposures takes the next frame and says it fell in the gap, naming both frames")
     func betweenExposures() {
         let t = SensorTime(nanoseconds: 5_000_000_000)

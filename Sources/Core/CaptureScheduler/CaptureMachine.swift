@@ -135,6 +135,12 @@ public struct CaptureMachine: Sendable {
         var heldStep: CompletedRequest?
         /// Whether `heldStep` came from the frames held (else it came back during metering).
         var heldStepWasHeld = false
+        /// A zero-shutter-lag photo asked for behind another capture: its frame is taken as it
+        /// is asked for (`heldStep`), or as it comes back while it waits its turn (this is set
+        /// until then), not when its turn comes, by when it may have left the frames held.
+        var awaitingHeldFrame = false
+        /// Whether `heldStep` was taken while the capture waited its turn.
+        var heldEarly = false
         var stepOffset = 0
         /// A burst's next step to fill, and the newest frame it took.
         var burstNext = 0
@@ -185,7 +191,68 @@ public struct CaptureMachine: Sendable {
     public mutating func add(_ settings: PhotoSettings, now: SensorTime) {
         clock = now
         captures.append(Capture(settings))
-        if captures.count == 1 { activate(now: now) }
+        if captures.count == 1 {
+            activate(now: now)
+        } else {
+            takeHeldFrameEarly(captures.count - 1)
+        }
+    }
+
+    /// A zero-shutter-lag capture queued behind another takes the frame exposing at its
+    /// instant now, from the frames held (or as it comes back), whatever the capture ahead is
+    /// doing: the trigger's frame is the one at its edge, not the one held when its turn comes.
+    /// A single photo takes the frame covering the instant, else the first exposed after (saying
+    /// why); an exposure bracket, the frame covering it, to be its step 1 if it carries it.
+    private mutating func takeHeldFrameEarly(_ i: Int) {
+        let s = captures[i].settings
+        guard s.zeroShutterLag, s.burst == nil, let instant = s.exposedAfter, ring.isEnabled else { return }
+        switch s.bracket {
+        case nil:
+            switch ring.take(exposingAt: instant, seen: recentFrames) {
+            case .covering(let c):
+                captures[i].heldStep = c
+                captures[i].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: true)
+            case .after(let c, let reason):
+                captures[i].heldStep = c
+                captures[i].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: reason, fromHeldFrames: true)
+            case .wait:
+                captures[i].awaitingHeldFrame = true
+            case .gone:
+                // Its turn says so (the frames held only get newer).
+                return
+            }
+            captures[i].heldEarly = captures[i].heldStep != nil
+        case .exposureBias?, .manualExposure?:
+            captures[i].heldStep = ring.takeCovering(instant)
+            captures[i].heldStepWasHeld = captures[i].heldStep != nil
+            captures[i].heldEarly = captures[i].heldStep != nil
+        case .lensPositions?:
+            return
+        }
+    }
+
+    /// A frame come back that no capture took: the first queued zero-shutter-lag photo waiting
+    /// for its frame takes it when it is that frame (covering the instant, else the first
+    /// exposed after). Returns whether one did.
+    private mutating func takeForQueued(_ c: CompletedRequest) -> Bool {
+        guard c.status == .complete, captures.count > 1 else { return false }
+        for i in 1..<captures.count where captures[i].awaitingHeldFrame {
+            guard let instant = captures[i].settings.exposedAfter else { continue }
+            switch c.metadata.exposure(against: instant) {
+            case .before:
+                continue
+            case .covering:
+                captures[i].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: false)
+            case .after:
+                let why = ExposureRing.gap(before: c.metadata, instant: instant, seen: recentFrames.filter { $0.sequence < c.metadata.sequence })
+                captures[i].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: why, fromHeldFrames: false)
+            }
+            captures[i].awaitingHeldFrame = false
+            captures[i].heldStep = c
+            captures[i].heldEarly = true
+            return true
+        }
+        return false
     }
 
     /// Drops a capture (its consumer went away): what it held goes back, and what a bracket
@@ -247,6 +314,7 @@ public struct CaptureMachine: Sendable {
             holders += 1
         }
         if !captures.isEmpty, judge(c, now: now) { holders += 1 }
+        if holders == 0, takeForQueued(c) { holders += 1 }
         if ring.isEnabled, c.status == .complete, holders == 0 {
             // Held for a zero-shutter-lag capture asked for after it came back; the oldest
             // held goes back. Beyond the frames the camera's buffers can spare it is copied
@@ -439,6 +507,17 @@ public struct CaptureMachine: Sendable {
     private mutating func planZeroShutterLag(at instant: SensorTime, now: SensorTime) {
         captures[0].resolved.steps = [ResolvedStep(index: 0, requested: "the frame exposing at \(instant)", planned: StepTarget())]
         actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
+        // Its frame was taken while it waited its turn (or is still to come back).
+        if let c = captures[0].heldStep, captures[0].heldEarly {
+            captures[0].heldStep = nil
+            takeSingle(c, now: now)
+            return
+        }
+        if captures[0].awaitingHeldFrame {
+            captures[0].awaitingHeldFrame = false
+            captures[0].phase = .exposing(instant)
+            return
+        }
         switch takeHeld(at: instant, now: now) {
         case .frame(let c): takeSingle(c, now: now)
         case .wait: captures[0].phase = .exposing(instant)
@@ -548,6 +627,8 @@ public struct CaptureMachine: Sendable {
     /// carries step 1's settings (`firstStepFromHeldFrame`).
     private mutating func holdFrameForFirstStep() {
         guard captures[0].settings.zeroShutterLag, let instant = captures[0].settings.exposedAfter else { return }
+        // Taken while it waited its turn.
+        if captures[0].heldEarly { return }
         captures[0].heldStep = ring.takeCovering(instant)
         captures[0].heldStepWasHeld = captures[0].heldStep != nil
         if captures[0].heldStep == nil {

@@ -55,7 +55,7 @@ public struct TriggerOptions: ParsableArguments, Sendable {
     @Option(name: .long, help: ArgumentHelp("File formats with --output: dng, jpeg, or both.", valueName: "dng,jpeg"))
     public var format: String = "jpeg"
 
-    @Flag(name: .long, help: "Zero shutter lag: each photo is the frame that was exposing when the trigger came, from the newest frames held (--hold), not the first frame exposed after it; where none covered the instant (between two exposures, a dropped or start-up frame) the first exposed after is taken and the capture says why. With --ev, step 1 is that frame when it carries step 1's exposure (put the camera's own first: --ev 0,-2,2); the other steps are frames still to come.")
+    @Flag(name: .long, help: "Zero shutter lag: each photo is the frame that was exposing when the trigger came, from the newest frames held (--hold), not the first frame exposed after it; where none covered the instant (between two exposures, a dropped or start-up frame) the first exposed after is taken and the capture says why. With --ev, step 1 is that frame when it carries step 1's exposure (put the camera's own first: --ev 0,-2,2); the other steps are frames still to come. Each trigger's capture is asked for as the trigger comes, up to --queue in flight, taking its frame then even while another capture is under way (--policy does not apply).")
     public var zsl = false
 
     @Option(name: .long, help: ArgumentHelp("With --zsl: the newest frames held, a count (1...32) or a time window (250ms) at the mode's fastest frame rate. Each takes a buffer per stream; default 3 frames.", valueName: "n|time"))
