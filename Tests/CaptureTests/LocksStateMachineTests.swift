@@ -71,6 +71,35 @@ struct LocksStateMachineTests {
         }
     }
 
+    @Test("frames are counted as they come: a stall shorter than the time limit, which jumps the sequence numbers (virtual time), does not use up the frame limit")
+    func stallDoesNotCountAsFrames() {
+        var locks = Locks(frameLimit: 20)
+        var now = SensorTime(nanoseconds: 1_000_000_000)
+        locks.add(id: 3, kind: .exposure(Self.target), now: now, timeLimit: .seconds(2))
+        locks.sent([3], cookie: 9)
+        var out = locks.complete(cookie: 9, status: .complete, metadata: Self.frame(100, carries: false), now: now, timing: Self.timing)
+        for seq in UInt32(101)...105 {
+            now = now + Self.period
+            out += locks.complete(cookie: 0, status: .complete, metadata: Self.frame(seq, carries: false), now: now, timing: Self.timing)
+        }
+        // 1.9 s with no frame: the next is numbered 19 further on.
+        now = now + .milliseconds(1900)
+        out += locks.tick(now: now)
+        out += locks.complete(cookie: 0, status: .complete, metadata: Self.frame(124, carries: false), now: now, timing: Self.timing)
+        #expect(out.isEmpty, "6 frames came after the request, not 24: \(out)")
+        out += locks.complete(cookie: 0, status: .complete, metadata: Self.frame(125, carries: true), now: now + Self.period, timing: Self.timing)
+        #expect(out.count == 1 && { if case .settled(let p) = out[0] { return p.id == 3 && p.sequence == 125 && p.requestFrame == 100 } else { return false } }(), "\(out)")
+        // And the limit still holds when frames come and none carries it.
+        var more = Locks(frameLimit: 20)
+        more.add(id: 4, kind: .exposure(Self.target), now: now, timeLimit: .seconds(2))
+        more.sent([4], cookie: 9)
+        var failed: [Locks.Outcome] = []
+        for (i, seq) in (UInt32(200)...UInt32(221)).enumerated() {
+            failed += more.complete(cookie: i == 0 ? 9 : 0, status: .complete, metadata: Self.frame(seq, carries: false), now: now, timing: Self.timing)
+        }
+        #expect(failed.count == 1 && { if case .failed(4, let r) = failed[0] { return r.contains("did not show in the 20 frames") } else { return false } }(), "\(failed)")
+    }
+
     @Test("a lock with no frame for its time limit fails at that time and not before, naming the lock")
     func timesOut() {
         var locks = Locks()

@@ -45,6 +45,20 @@ struct CLITests {
         #expect(frames.prefix(6).allSatisfy { $0.contains("[startup]") } && !frames.dropFirst(6).contains { $0.contains("[startup]") })
     }
 
+    @Test("in virtual time a stall ends stream and fails focus as in real time: seen by the frames' own times, not missed because the CPU never waited")
+    func stallInVirtualTime() async throws {
+        let r = try await Self.shutterbug("stream", "--camera", "sim:imx477", "--role", "video", "--frames", "60", "--virtual-time", "--fault-stall", "24:30")
+        #expect(r.status == 1, "\(r.stdout)")
+        #expect(r.stderr.contains("nothing arrived for 30.0 s on the camera's clock"), "\(r.stderr)")
+        let frames = r.stdout.split(separator: "\n").filter { $0.hasPrefix("#") }
+        #expect(frames.last?.hasPrefix("#   23") == true, "no frame after the stall is printed: \(frames.suffix(2))")
+        // A lock's frame limit counts frames that came, not the numbers a stall skipped.
+        let f = try await Self.shutterbug("focus", "--camera", "sim:imx708", "--lens", "12", "--virtual-time", "--fault-stall", "24:1.9")
+        #expect(f.status == 0, "\(f.stderr)")
+        let g = try await Self.shutterbug("focus", "--camera", "sim:imx708", "--lens", "12", "--virtual-time", "--fault-stall", "24:2.5")
+        #expect(g.status != 0 && g.stderr.contains("no frame came back for 2.5 s"), "\(g.stderr)")
+    }
+
     @Test("without --camera and no libcamera camera it says it uses the simulated IMX477")
     func defaultCamera() async throws {
         let r = try await Self.shutterbug("stream", "--frames", "2", "--virtual-time")

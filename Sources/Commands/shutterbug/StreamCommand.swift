@@ -91,9 +91,11 @@ struct Stream: AsyncParsableCommand {
         // costs no wake of another task (bench-cam.sh compares this with libcamera's cam).
         let (json, applyAt) = (self.json, self.applyAt)
         let printer = Mutex(FramePrinter(json: json, tolerance: manual.tolerance, startedWithThem: applyAt == nil))
-        let watch = StallWatch()
+        let timeout = Duration.seconds(2) + (manual.exposure ?? .milliseconds(250)) * 4
+        let what = "streaming from \(cam.info.id)"
+        let watch = StallWatch(cameraClock: cam.pacesByDemand ? (timeout, what) : nil)
         let done = await session.requests(count: frames) { r in
-            watch.tick()
+            guard watch.tick(at: r.metadata.sensorTimestamp) else { return }
             printer.withLock { $0.frame(r, target: manual) }
         }
         if let applyAt { try await session.send(manual.controls, withRequest: UInt64(applyAt)) }
@@ -107,11 +109,13 @@ struct Stream: AsyncParsableCommand {
         }
         try await session.start(controls: applyAt == nil ? manual.controls : manual.baseline)
 
-        let timeout = Duration.seconds(2) + (manual.exposure ?? .milliseconds(250)) * 4
         do {
-            try await withStallWatchdog(timeout: timeout, what: "streaming from \(cam.info.id)", watching: watch) { _ in
-                for await _ in done {}
+            try await withStallWatchdog(timeout: timeout, what: what, watching: watch) { _ in
+                // Virtual time: the frame after a stall ends the loop where real time's
+                // watchdog would have.
+                for await _ in done where watch.stall != nil { break }
             }
+            if let stall = watch.stall { throw stall }
         } catch {
             // A stalled camera: the session stops before the defer releases the camera.
             await session.stop()

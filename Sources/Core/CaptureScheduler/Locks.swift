@@ -38,6 +38,9 @@ public struct Locks: Sendable {
         var kind: Kind
         var cookie: UInt64?
         var pairedFrame: UInt32?
+        /// Frames that came after the paired one: counted, not told by sequence numbers, which
+        /// jump over a stall (no frame came for them).
+        var framesAfter = 0
         var settle: LensSettle?
         var lastProgress: SensorTime
         var timeLimit: Duration
@@ -77,7 +80,11 @@ public struct Locks: Sendable {
         for id in locks.keys.sorted() {
             guard var lock = locks[id] else { continue }
             lock.lastProgress = max(lock.lastProgress, now)
-            if lock.cookie == cookie { lock.pairedFrame = m.sequence }
+            if lock.cookie == cookie {
+                lock.pairedFrame = m.sequence
+            } else if let paired = lock.pairedFrame, m.sequence > paired {
+                lock.framesAfter += 1
+            }
             defer { if locks[id] != nil { locks[id] = lock } }
             guard status == .complete, let paired = lock.pairedFrame else { continue }
             var carried: Bool
@@ -94,7 +101,7 @@ public struct Locks: Sendable {
             if carried {
                 locks[id] = nil
                 out.append(.settled(Settled(id: id, sequence: m.sequence, timestamp: m.sensorTimestamp, requestFrame: paired)))
-            } else if Int(m.sequence) > Int(paired) + frameLimit {
+            } else if lock.framesAfter > frameLimit {
                 locks[id] = nil
                 out.append(.failed(id: id, reason: "\(lock.kind) did not show in the \(frameLimit) frames after its request (last frame \(m.sequence): \(Self.describe(m)))"))
             }
