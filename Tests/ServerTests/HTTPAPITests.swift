@@ -416,6 +416,67 @@ struct HTTPAPITests {
                 #expect(noHost.status == .badRequest, "\(noHost.status)")
                 let said = noHost.body.map { String(buffer: $0) } ?? ""
                 #expect(said.contains("Host"), "\(said)")
+                // Two Host lines (a name it answers to first, another after; or the same twice).
+                for second in ["evil.example", "localhost"] {
+                    let twice = try await raw.execute(.init("/api/status", method: .get, authority: "localhost", headers: [HTTPField.Name("Host")!: second]))
+                    let body = twice.body.map { String(buffer: $0) } ?? ""
+                    #expect(twice.status == .badRequest && body.contains("only one Host"), "\(second): \(twice.status) \(body)")
+                }
+            }
+        }
+    }
+
+    @Test("one client holds at most its limit of connections: the next is answered 503 (saying why) and closed, another client is not affected, and a connection closed makes room again")
+    func connectionsPerClient() async throws {
+        try await withService { service, _, access in
+            let clients = ClientConnections(limit: 3)
+            let app = Application(router: HTTPAPI.router(service, access: access), server: .http1(configuration: HTTPAPI.http1(clients: clients)),
+                                  configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            try await app.test(.live) { client in
+                let port = UInt16(try #require(client.port))
+                func connected() throws -> Int32 { try #require(loopbackConnection(port: port), "connect: errno \(errno)") }
+                /// A GET of /api/status on `fd`, and what came back until the server closed it or
+                /// answered whole (nil: nothing within 5 s).
+                func status(_ fd: Int32) -> String? {
+                    let request = "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                    _ = request.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+                    var out: [UInt8] = []
+                    var buffer = [UInt8](repeating: 0, count: 4096)
+                    while true {
+                        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                        guard poll(&pfd, 1, 5000) > 0 else { return out.isEmpty ? nil : String(decoding: out, as: UTF8.self) }
+                        let n = recv(fd, &buffer, buffer.count, 0)
+                        if n <= 0 { return String(decoding: out, as: UTF8.self) }
+                        out += buffer[0..<n]
+                        let text = String(decoding: out, as: UTF8.self)
+                        if text.hasPrefix("HTTP/1.1 200"), text.hasSuffix("}\n") { return text }
+                    }
+                }
+                // The test client's own connection counts too.
+                try await client.execute(uri: "/api/status", method: .get) { #expect($0.status == .ok) }
+                let base = clients.count("127.0.0.1")
+                var held = try (base..<3).map { _ in try connected() }
+                defer { held.forEach { close($0) } }
+                // Counted once the server has accepted them: each answers.
+                for fd in held { #expect(status(fd)?.hasPrefix("HTTP/1.1 200") == true) }
+                #expect(clients.count("127.0.0.1") == 3)
+                let fourth = try connected()
+                defer { close(fourth) }
+                let refused = try #require(status(fourth), "no answer on a fourth connection")
+                #expect(refused.hasPrefix("HTTP/1.1 503") && refused.contains("too many connections from 127.0.0.1: 3 are open"), "\(refused.prefix(300))")
+                // Another client address is not affected (::1 where the machine has it; the
+                // server listens on 127.0.0.1 only, so this checks the count is per address
+                // by the count itself).
+                #expect(clients.count("127.0.0.2") == 0)
+                // One closed: room for one more.
+                close(held.removeFirst())
+                let clock = ContinuousClock()
+                let deadline = clock.now + .seconds(5)
+                while clients.count("127.0.0.1") > 2, clock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(clients.count("127.0.0.1") == 2, "the closed connection was not let go within 5 s")
+                let again = try connected()
+                defer { close(again) }
+                #expect(status(again)?.hasPrefix("HTTP/1.1 200") == true)
             }
         }
     }

@@ -119,11 +119,18 @@ public enum HTTPAPI {
     /// `text/plain`, which a page may post anywhere without asking): 421, 403 and 415.
     struct RequestGuard<Context: RequestContext>: RouterMiddleware {
         let access: Access
+        static var host: HTTPField.Name { HTTPField.Name("Host")! }
         func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
             // HTTP/1.1 requires a Host (RFC 9112 §3.2): without one, nothing says which name
             // the client meant, so the DNS-rebinding check below could not be made.
             guard let authority = request.head.authority, !authority.isEmpty else {
                 return HTTPAPI.error(.badRequest, "a request needs a Host header (HTTP/1.1)")
+            }
+            // One Host, and only one (§3.2 again): with two, a proxy and this service could
+            // each believe a different one. The conversion to HTTP types keeps the first as the
+            // authority and leaves the others among the fields.
+            if !request.headers[values: Self.host].isEmpty {
+                return HTTPAPI.error(.badRequest, "a request may have only one Host header (HTTP/1.1); this one has \(1 + request.headers[values: Self.host].count)")
             }
             if !access.accepts(authority: authority) {
                 return HTTPAPI.error(.init(code: 421, reasonPhrase: "Misdirected Request"),

@@ -3,6 +3,7 @@ import HummingbirdCore
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
+import Synchronization
 
 /// A connection gets `limit` to send each whole request, head and body: a client that trickles
 /// a byte every few seconds (which resets the idle timeout each time) is closed when it runs
@@ -91,11 +92,120 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 }
 
+/// The connections open from each client address, shared by every connection's
+/// `ConnectionLimitHandler`.
+public final class ClientConnections: Sendable {
+    public let limit: Int
+    private let open = Mutex<[String: Int]>([:])
+
+    public init(limit: Int) { self.limit = limit }
+
+    /// Counts a connection from `client`; false (not counted) when it has `limit` open already.
+    func admit(_ client: String) -> Bool {
+        open.withLock { o in
+            guard o[client, default: 0] < limit else { return false }
+            o[client, default: 0] += 1
+            return true
+        }
+    }
+
+    func release(_ client: String) {
+        open.withLock { o in
+            let n = o[client, default: 0] - 1
+            o[client] = n > 0 ? n : nil
+        }
+    }
+
+    /// Connections open from `client` now.
+    public func count(_ client: String) -> Int { open.withLock { $0[client, default: 0] } }
+}
+
+/// One client may hold at most `limit` connections: past that a new one is answered 503 to its
+/// first request and closed (closed at once if no request comes within a second), so a client
+/// that opens hundreds (slow or stalled ones, each within its deadlines) cannot leave none for
+/// the others (a status probe, Home Assistant, the page).
+final class ConnectionLimitHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    let clients: ClientConnections
+    /// The client address counted for this connection (nil: not counted, or refused).
+    private var counted: String?
+    /// Refused: the client's address, until its first request is answered.
+    private var refused: String?
+    private var answered = false
+    private var closer: Scheduled<Void>?
+
+    init(clients: ClientConnections) { self.clients = clients }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { admit(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        admit(context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        release()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { release() }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let client = refused else {
+            context.fireChannelRead(data)
+            return
+        }
+        // A refused connection's requests go nowhere: the first is answered, then it closes.
+        guard case .head = unwrapInboundIn(data), !answered else { return }
+        answered = true
+        var fields = HTTPFields()
+        fields[.contentType] = "application/json"
+        fields[.connection] = "close"
+        fields[.retryAfter] = "5"
+        let body = ByteBuffer(string: #"{"error":"too many connections from \#(client): \#(clients.limit) are open; close some and try again"}"# + "\n")
+        fields[.contentLength] = "\(body.readableBytes)"
+        context.write(wrapOutboundOut(.head(HTTPResponse(status: .serviceUnavailable, headerFields: fields))), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    private func admit(_ context: ChannelHandlerContext) {
+        guard counted == nil, refused == nil, let client = context.channel.remoteAddress?.ipAddress else { return }
+        if clients.admit(client) {
+            counted = client
+            return
+        }
+        refused = client
+        let channel = context.channel
+        closer = context.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
+    }
+
+    private func release() {
+        closer?.cancel()
+        closer = nil
+        guard let client = counted else { return }
+        counted = nil
+        clients.release(client)
+    }
+}
+
 extension HTTPAPI {
+    /// Connections one client address may hold open at once.
+    public static let connectionsPerClient = 64
+
     /// The HTTP/1 server's connection rules: one idle for 15 s is closed (a slow or stalled
-    /// client, a keep-alive left open), and each request must come whole within
-    /// `requestDeadline` (`RequestDeadlineHandler`).
-    public static func http1(requestDeadline: TimeAmount = .seconds(30)) -> HTTP1Channel.Configuration {
-        .init(additionalChannelHandlers: [RequestDeadlineHandler(limit: requestDeadline)], idleTimeout: .seconds(15))
+    /// client, a keep-alive left open), each request must come whole within `requestDeadline`
+    /// (`RequestDeadlineHandler`), and one client holds at most `clients.limit` connections
+    /// (`ConnectionLimitHandler`).
+    public static func http1(requestDeadline: TimeAmount = .seconds(30),
+                             clients: ClientConnections = ClientConnections(limit: connectionsPerClient)) -> HTTP1Channel.Configuration {
+        .init(additionalChannelHandlers: [ConnectionLimitHandler(clients: clients), RequestDeadlineHandler(limit: requestDeadline)], idleTimeout: .seconds(15))
     }
 }
