@@ -437,10 +437,13 @@ public final class TriggerJob: Service, Sendable {
         var pivot = 0
         func photo(_ step: ResolvedStep, _ m: FrameMetadata) {
             c.sequences.append(m.sequence)
-            if firstStart == nil && step.index >= pivot {
-                firstStart = m.earliestExposureStart
+            // The lag is to the capture's first exposure (from the trigger's frame on): the
+            // earliest of its frames, which is not step 1's when step 1 was retried on a later
+            // frame (photos come in step order). The sidecar says the same.
+            if step.index >= pivot, let start = m.earliestExposureStart {
+                firstStart = min(firstStart ?? start, start)
                 c.exposureStart = firstStart
-                delivered = realTime ? MonotonicClock.now() : nil
+                if delivered == nil { delivered = realTime ? MonotonicClock.now() : nil }
             }
             if c.sequences.count == frames { framesIn() }
         }
