@@ -129,96 +129,97 @@ struct Bracket: AsyncParsableCommand {
         let rig = try await CaptureRig.open({ try camera.open() }, processed: StreamRequest(role: StreamRole(rawValue: role)!),
                                             raw: output != nil && formats.contains(.dng) ? .forDNG(rawSize: rawSize) : .none,
                                             preview: previewOptions, bracketCount: settings.count, notice: { notice($0) })
-        defer { rig.close() }
-        let (cam, session, config, preview) = (rig.camera, rig.session, rig.configuration, rig.preview)
-        let mode = cam.sensorModeReport
-        let photoSettings = PhotoSettings(bracket: settings, formats: formats)
-        do {
-            try await session.validate(photoSettings)
-        } catch let e as ShutterbugError where e.code == .invalidArgument {
-            // More than this camera can hold: a usage error (exit 64), said before capturing.
-            throw ValidationError(e.message)
-        }
-        var writer: PhotoFileWriter?
-        if let output {
-            writer = try rig.writer(try OutputDirectory(path: output, reserve: Int64(reserve) << 20), formats: formats,
-                                    template: try FileNameTemplate(validating: name), jpegQuality: quality, contactSheet: contactSheet)
-        }
-        // With --upload-url the bracket's files are queued as they are written and sent before
-        // the command ends (two minutes at most; what is left stays queued).
-        let uploads = try CommandUploads(upload, output: output)
-        defer { uploads?.cancel() }
-        var focusSync: SyncPoint?
-        if let lens {
-            let r = try await session.configure { $0.lockedFocus = Dioptres(lens) }
-            for a in r.adjustments { notice("adjusted: \(a)") }
-            focusSync = r.focus
-        }
-        var whiteBalanceSync: SyncPoint?
-        if let gains = try lockedGains() {
-            let r = try await session.configure { $0.lockedWhiteBalance = gains }
-            for a in r.adjustments { notice("adjusted: \(a)") }
-            whiteBalanceSync = r.whiteBalance
-        }
-        if !json {
-            print("bracket on \(cam.info.id): \(config.streams[0]), \(settings.count) steps")
-            if let w = whiteBalanceSync, let g = try lockedGains() { print("white balance locked at \(g): first frame carrying it \(w.sequence) (\(w.framesAfterRequest) frames after its request)") }
-            if let mode { print("sensor mode \(mode); buffers \(config.bufferDescription)") }
-            if let f = focusSync { print("focus locked at \(String(format2: lens!)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
-        }
-        let fileWriter = writer
-        // No watchdog of our own: every wait in the session is bounded by what the planned
-        // frames need (the bracket's stall limit covers its longest exposure).
-        let outcome = await { () async -> Outcome in
-            var o = Outcome(report: CaptureReport.Builder(photoSettings))
-            // A bracket that fails part-way keeps what it captured: the steps already in are
-            // reported (and with --output written), then the command fails.
+        try await rig.closing {
+            let (cam, session, config, preview) = (rig.camera, rig.session, rig.configuration, rig.preview)
+            let mode = cam.sensorModeReport
+            let photoSettings = PhotoSettings(bracket: settings, formats: formats)
             do {
-                for try await event in await OutputEvent.capture(photoSettings, on: session, writer: fileWriter) {
-                    o.report.observe(event)
-                    switch event {
-                    case .settingsResolved(let r):
-                        o.planned = r
-                        for a in r.adjustments { notice("adjusted: \(a)") }
-                    case .backPressure(let waited): notice("waited \(waited) for the image writers to catch up")
-                    case .exposureStarted(let t): o.started = t
-                    case .exposureEnded(let t): o.ended = t
-                    case .photoCaptured(let step, let m): o.photos.append((step, m))
-                    case .captureFinished(let r):
-                        o.resolved = r
-                        // The camera is done; only the writers remain.
-                        await session.stop()
-                    case .fileWritten(let f): o.files.append(f)
-                    case .writeFailed(let step, let format, let error):
-                        o.failures.append(error)
-                        notice("step \(step.map(String.init) ?? "-") \(format): \(error)")
-                    case .notice(let n): notice(n)
-                    case .filesFinished, .photoMetered: break
-                    }
-                }
-            } catch {
-                o.error = error
+                try await session.validate(photoSettings)
+            } catch let e as ShutterbugError where e.code == .invalidArgument {
+                // More than this camera can hold: a usage error (exit 64), said before capturing.
+                throw ValidationError(e.message)
             }
-            return o
-        }()
-        await session.stop()
-        if let preview {
-            preview.close()
-            notice(preview.summaryLine)
-        }
-        guard let resolved = outcome.resolved ?? outcome.planned else {
-            throw outcome.error ?? ShutterbugError(.system, "the bracket ended without a result")
-        }
-        if json {
-            printJSON(outcome.report.report(error: outcome.error), focus: focusSync, camera: cam.info.id, mode: mode, bufferBytes: config.bufferBytes, preview: preview)
-        } else {
-            report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files,
-                   mode: mode, bufferBytes: config.bufferBytes, preview: preview, error: outcome.error)
-        }
-        await uploads?.finish()
-        if let error = outcome.error { throw error }
-        if let first = outcome.failures.first {
-            throw ShutterbugError(first.code, "\(outcome.failures.count) file(s) could not be written; \(outcome.files.count) written. First: \(first)")
+            var writer: PhotoFileWriter?
+            if let output {
+                writer = try rig.writer(try OutputDirectory(path: output, reserve: Int64(reserve) << 20), formats: formats,
+                                        template: try FileNameTemplate(validating: name), jpegQuality: quality, contactSheet: contactSheet)
+            }
+            // With --upload-url the bracket's files are queued as they are written and sent before
+            // the command ends (two minutes at most; what is left stays queued).
+            let uploads = try CommandUploads(upload, output: output)
+            defer { uploads?.cancel() }
+            var focusSync: SyncPoint?
+            if let lens {
+                let r = try await session.configure { $0.lockedFocus = Dioptres(lens) }
+                for a in r.adjustments { notice("adjusted: \(a)") }
+                focusSync = r.focus
+            }
+            var whiteBalanceSync: SyncPoint?
+            if let gains = try lockedGains() {
+                let r = try await session.configure { $0.lockedWhiteBalance = gains }
+                for a in r.adjustments { notice("adjusted: \(a)") }
+                whiteBalanceSync = r.whiteBalance
+            }
+            if !json {
+                print("bracket on \(cam.info.id): \(config.streams[0]), \(settings.count) steps")
+                if let w = whiteBalanceSync, let g = try lockedGains() { print("white balance locked at \(g): first frame carrying it \(w.sequence) (\(w.framesAfterRequest) frames after its request)") }
+                if let mode { print("sensor mode \(mode); buffers \(config.bufferDescription)") }
+                if let f = focusSync { print("focus locked at \(String(format2: lens!)) dpt: first frame carrying it \(f.sequence) (\(f.framesAfterRequest) frames after its request)") }
+            }
+            let fileWriter = writer
+            // No watchdog of our own: every wait in the session is bounded by what the planned
+            // frames need (the bracket's stall limit covers its longest exposure).
+            let outcome = await { () async -> Outcome in
+                var o = Outcome(report: CaptureReport.Builder(photoSettings))
+                // A bracket that fails part-way keeps what it captured: the steps already in are
+                // reported (and with --output written), then the command fails.
+                do {
+                    for try await event in await OutputEvent.capture(photoSettings, on: session, writer: fileWriter) {
+                        o.report.observe(event)
+                        switch event {
+                        case .settingsResolved(let r):
+                            o.planned = r
+                            for a in r.adjustments { notice("adjusted: \(a)") }
+                        case .backPressure(let waited): notice("waited \(waited) for the image writers to catch up")
+                        case .exposureStarted(let t): o.started = t
+                        case .exposureEnded(let t): o.ended = t
+                        case .photoCaptured(let step, let m): o.photos.append((step, m))
+                        case .captureFinished(let r):
+                            o.resolved = r
+                            // The camera is done; only the writers remain.
+                            await session.stop()
+                        case .fileWritten(let f): o.files.append(f)
+                        case .writeFailed(let step, let format, let error):
+                            o.failures.append(error)
+                            notice("step \(step.map(String.init) ?? "-") \(format): \(error)")
+                        case .notice(let n): notice(n)
+                        case .filesFinished, .photoMetered: break
+                        }
+                    }
+                } catch {
+                    o.error = error
+                }
+                return o
+            }()
+            await session.stop()
+            if let preview {
+                preview.close()
+                notice(preview.summaryLine)
+            }
+            guard let resolved = outcome.resolved ?? outcome.planned else {
+                throw outcome.error ?? ShutterbugError(.system, "the bracket ended without a result")
+            }
+            if json {
+                printJSON(outcome.report.report(error: outcome.error), focus: focusSync, camera: cam.info.id, mode: mode, bufferBytes: config.bufferBytes, preview: preview)
+            } else {
+                report(resolved, photos: outcome.photos, started: outcome.started, ended: outcome.ended, focus: focusSync, camera: cam.info.id, files: outcome.files,
+                       mode: mode, bufferBytes: config.bufferBytes, preview: preview, error: outcome.error)
+            }
+            await uploads?.finish()
+            if let error = outcome.error { throw error }
+            if let first = outcome.failures.first {
+                throw ShutterbugError(first.code, "\(outcome.failures.count) file(s) could not be written; \(outcome.files.count) written. First: \(first)")
+            }
         }
     }
 

@@ -79,8 +79,25 @@ struct CaptureRig {
         return writer
     }
 
-    /// Closes the preview (the display put back) and releases the camera. Stop the session first.
-    func close() {
+    /// Runs `body`, then closes the rig however it ended: the session stopped first (copies
+    /// still reading the camera's buffers finish, every request back), then the preview closed
+    /// (the display put back) and the camera released. A camera released under a running session
+    /// (a `defer` on an early error) could unmap a buffer a copy was reading.
+    func closing<T>(_ body: () async throws -> T) async throws -> T {
+        let result: T
+        do {
+            result = try await body()
+        } catch {
+            await close()
+            throw error
+        }
+        await close()
+        return result
+    }
+
+    /// Stops the session, closes the preview and releases the camera.
+    func close() async {
+        await session.stop()
         preview?.close()
         camera.release()
     }

@@ -189,156 +189,157 @@ struct ServeCommand: AsyncParsableCommand {
         // the raw stream beside.
         let rig = try await CaptureRig.open({ try camera.open() }, processed: stream, raw: .forDNG(rawSize: rawSize), preview: previewOptions,
                                             bracketCount: 5, holding: declared.triggers.reduce(HeldFrames.none) { $0.union($1.held) }, bursts: declared.triggers.compactMap(\.burst), notice: { logger.notice("\($0)") })
-        defer { rig.close() }
-        let (cam, session) = (rig.camera, rig.session)
-        let writer = try PhotoFileWriter(directory: directory, streams: rig.configuration.streams, camera: rig.description)
-        let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, logger: logger, sensorModes: cam.capabilities.sensorModes)
-        let notifier = SystemdNotifier.fromProcessEnvironment()
-        /// Where the service listens, once it does (READY=1 has been sent then).
-        let served = ServedAt()
-        // systemd's watchdog runs from READY=1 (systemd.service(5), WatchdogSec=): no ping
-        // before it, however long the start takes on a loaded machine.
-        let watchdog = notifier?.watchdogInterval.map { interval in
-            Task {
-                var last: UInt32?
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval / 2)
-                    let newest = await session.latestFrame?.sequence
-                    if served.url != nil && newest != nil && newest != last { notifier?.watchdog() }
-                    last = newest
+        try await rig.closing {
+            let (cam, session) = (rig.camera, rig.session)
+            let writer = try PhotoFileWriter(directory: directory, streams: rig.configuration.streams, camera: rig.description)
+            let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, logger: logger, sensorModes: cam.capabilities.sensorModes)
+            let notifier = SystemdNotifier.fromProcessEnvironment()
+            /// Where the service listens, once it does (READY=1 has been sent then).
+            let served = ServedAt()
+            // systemd's watchdog runs from READY=1 (systemd.service(5), WatchdogSec=): no ping
+            // before it, however long the start takes on a loaded machine.
+            let watchdog = notifier?.watchdogInterval.map { interval in
+                Task {
+                    var last: UInt32?
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: interval / 2)
+                        let newest = await session.latestFrame?.sequence
+                        if served.url != nil && newest != nil && newest != last { notifier?.watchdog() }
+                        last = newest
+                    }
                 }
             }
-        }
-        defer { watchdog?.cancel() }
-        // A stall or a lost camera is logged (and shown in the status) as it happens.
-        let health = Task { await service.watchHealth() }
-        defer { health.cancel() }
+            defer { watchdog?.cancel() }
+            // A stall or a lost camera is logged (and shown in the status) as it happens.
+            let health = Task { await service.watchHealth() }
+            defer { health.cancel() }
 
-        // The configuration again (SIGHUP, POST /api/config/reload): jobs and triggers brought
-        // in line, running ones untouched; the service's own options need a restart.
-        let configPath = self.config
-        let current = Mutex((declared, topLevel))
-        let effective = effectiveOptions
-        let output = self.output
-        // MQTT: a fleet node, Home Assistant's device (none without --mqtt-url).
-        let fleet = FleetHolder()
-        @Sendable func reload() async throws -> CameraService.Reload {
-            guard let configPath else { throw ShutterbugError(.unsupported, "the service was started without --config: there is no configuration to reload") }
-            let (d, top) = try Self.declared(configuration: configPath, output: output)
-            let before = current.withLock { $0.1 }
-            var r = await service.apply(d)
-            r.needsRestart = Set(before.keys).union(top.keys).filter { before[$0] != top[$0] && !$0.hasPrefix("mqtt-") }.sorted()
-            // The file's mqtt: applied now: the node leaves the broker and joins as configured.
-            let mqttWords = top.filter { $0.key.hasPrefix("mqtt-") }.sorted { $0.key < $1.key }.flatMap(\.value)
-            if mqttWords != before.filter({ $0.key.hasPrefix("mqtt-") }).sorted(by: { $0.key < $1.key }).flatMap(\.value) {
-                let settings = try MQTTServeOptions.parse(mqttWords).settings()
-                try await fleet.replace(settings) { try FleetLink($0, service: service, reload: reload, version: ShutterbugVersion.number, logger: logger) }
-                if settings == nil { r.stopped.append("mqtt") } else { r.restarted.append("mqtt") }
+            // The configuration again (SIGHUP, POST /api/config/reload): jobs and triggers brought
+            // in line, running ones untouched; the service's own options need a restart.
+            let configPath = self.config
+            let current = Mutex((declared, topLevel))
+            let effective = effectiveOptions
+            let output = self.output
+            // MQTT: a fleet node, Home Assistant's device (none without --mqtt-url).
+            let fleet = FleetHolder()
+            @Sendable func reload() async throws -> CameraService.Reload {
+                guard let configPath else { throw ShutterbugError(.unsupported, "the service was started without --config: there is no configuration to reload") }
+                let (d, top) = try Self.declared(configuration: configPath, output: output)
+                let before = current.withLock { $0.1 }
+                var r = await service.apply(d)
+                r.needsRestart = Set(before.keys).union(top.keys).filter { before[$0] != top[$0] && !$0.hasPrefix("mqtt-") }.sorted()
+                // The file's mqtt: applied now: the node leaves the broker and joins as configured.
+                let mqttWords = top.filter { $0.key.hasPrefix("mqtt-") }.sorted { $0.key < $1.key }.flatMap(\.value)
+                if mqttWords != before.filter({ $0.key.hasPrefix("mqtt-") }).sorted(by: { $0.key < $1.key }).flatMap(\.value) {
+                    let settings = try MQTTServeOptions.parse(mqttWords).settings()
+                    try await fleet.replace(settings) { try FleetLink($0, service: service, reload: reload, version: ShutterbugVersion.number, logger: logger) }
+                    if settings == nil { r.stopped.append("mqtt") } else { r.restarted.append("mqtt") }
+                }
+                current.withLock { $0 = (d, top) }
+                return r
             }
-            current.withLock { $0 = (d, top) }
-            return r
-        }
-        if let settings = try mqtt.settings() {
+            if let settings = try mqtt.settings() {
+                do {
+                    var hook: (@Sendable () async throws -> CameraService.Reload)?
+                    if configPath != nil { hook = reload }
+                    try await fleet.replace(settings) { try FleetLink($0, service: service, reload: hook, version: ShutterbugVersion.number, logger: logger) }
+                    logger.notice("MQTT: joining \(settings.description)")
+                } catch let e as ShutterbugError {
+                    throw ValidationError(e.message)
+                }
+            }
+            // Uploads: every capture's files under --output (the API's, the triggers', the jobs')
+            // queued in OUTPUT/uploads.sqlite and sent to the bucket; a change needs a restart.
+            var uploading: Task<Void, Never>?
             do {
-                var hook: (@Sendable () async throws -> CameraService.Reload)?
-                if configPath != nil { hook = reload }
-                try await fleet.replace(settings) { try FleetLink($0, service: service, reload: hook, version: ShutterbugVersion.number, logger: logger) }
-                logger.notice("MQTT: joining \(settings.description)")
+                if let settings = try upload.settings() {
+                    let uploader = try Uploader(settings, folder: output, logger: logger)
+                    service.uploader.withLock { $0 = uploader }
+                    uploading = Task { await uploader.run() }
+                    logger.notice("uploads: every photo under \(output) to \(settings.endpoint)/\(settings.bucket) as \(settings.keyTemplate)")
+                }
             } catch let e as ShutterbugError {
                 throw ValidationError(e.message)
             }
-        }
-        // Uploads: every capture's files under --output (the API's, the triggers', the jobs')
-        // queued in OUTPUT/uploads.sqlite and sent to the bucket; a change needs a restart.
-        var uploading: Task<Void, Never>?
-        do {
-            if let settings = try upload.settings() {
-                let uploader = try Uploader(settings, folder: output, logger: logger)
-                service.uploader.withLock { $0 = uploader }
-                uploading = Task { await uploader.run() }
-                logger.notice("uploads: every photo under \(output) to \(settings.endpoint)/\(settings.bucket) as \(settings.keyTemplate)")
-            }
-        } catch let e as ShutterbugError {
-            throw ValidationError(e.message)
-        }
-        defer { uploading?.cancel() }
-        let hooks = HTTPAPI.Hooks(reload: reload, configuration: {
-            let d = current.withLock { $0.0 }
-            return .init(file: configPath, options: effective, jobs: d.jobs.map { .init(name: $0.name, options: $0.arguments) },
-                         triggers: d.triggers.map { .init(name: $0.name, options: $0.arguments) })
-        })
-        let hup = try SignalTriggerSource(signal: SIGHUP, name: "SIGHUP")
-        let hupWatcher = Task {
-            for await _ in hup.triggers() {
-                do {
-                    let r = try await reload()
-                    logger.notice("SIGHUP: configuration reloaded: kept \(r.kept), started \(r.started), restarted \(r.restarted), stopped \(r.stopped)\(r.refused.isEmpty ? "" : "; refused: " + r.refused.joined(separator: "; "))\(r.needsRestart.isEmpty ? "" : "; \(r.needsRestart.joined(separator: ", ")) take effect only when the service is restarted")")
-                } catch {
-                    logger.error("SIGHUP: the configuration was not reloaded, what runs goes on as it was: \((error as? ShutterbugError)?.message ?? "\(error)")")
+            defer { uploading?.cancel() }
+            let hooks = HTTPAPI.Hooks(reload: reload, configuration: {
+                let d = current.withLock { $0.0 }
+                return .init(file: configPath, options: effective, jobs: d.jobs.map { .init(name: $0.name, options: $0.arguments) },
+                             triggers: d.triggers.map { .init(name: $0.name, options: $0.arguments) })
+            })
+            let hup = try SignalTriggerSource(signal: SIGHUP, name: "SIGHUP")
+            let hupWatcher = Task {
+                for await _ in hup.triggers() {
+                    do {
+                        let r = try await reload()
+                        logger.notice("SIGHUP: configuration reloaded: kept \(r.kept), started \(r.started), restarted \(r.restarted), stopped \(r.stopped)\(r.refused.isEmpty ? "" : "; refused: " + r.refused.joined(separator: "; "))\(r.needsRestart.isEmpty ? "" : "; \(r.needsRestart.joined(separator: ", ")) take effect only when the service is restarted")")
+                    } catch {
+                        logger.error("SIGHUP: the configuration was not reloaded, what runs goes on as it was: \((error as? ShutterbugError)?.message ?? "\(error)")")
+                    }
                 }
             }
-        }
-        defer {
-            hupWatcher.cancel()
-            hup.stop()
-        }
+            defer {
+                hupWatcher.cancel()
+                hup.stop()
+            }
 
-        // STATUS= brought up to date every few seconds while it changes: the jobs, the triggers.
-        let statusLine = notifier.map { notifier in
-            Task {
-                var last = ""
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(5))
-                    guard let url = served.url else { continue }
-                    let line = await service.summary(serving: url)
-                    if line != last { notifier.status(line) }
-                    last = line
+            // STATUS= brought up to date every few seconds while it changes: the jobs, the triggers.
+            let statusLine = notifier.map { notifier in
+                Task {
+                    var last = ""
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(5))
+                        guard let url = served.url else { continue }
+                        let line = await service.summary(serving: url)
+                        if line != last { notifier.status(line) }
+                        last = line
+                    }
                 }
             }
-        }
-        defer { statusLine?.cancel() }
-        let host = access.host.contains(":") ? "[\(access.host)]" : access.host
-        let where_ = "http://\(host):\(access.port)/"
-        // Connections are bounded and timed: one idle for 15 s is closed (a slow or
-        // stalled client, a keep-alive left open), a request not whole within 30 s too (a
-        // client trickling its body), and beyond 512 at once no more are taken until one
-        // ends, so idle clients cannot use up the file descriptors the camera and the jobs'
-        // journals need.
-        let app = Application(router: HTTPAPI.router(service, access: access, hooks: hooks),
-                              server: .http1(configuration: HTTPAPI.http1()),
-                              configuration: .init(address: .hostname(access.host, port: access.port), serverName: "shutterbug",
-                                                   availableConnectionsDelegate: MaximumAvailableConnections(Self.maxConnections)),
-                              onServerRunning: { channel in
-                                  // The port the system gave (for --listen HOST:0).
-                                  let url = "http://\(host):\(channel.localAddress?.port ?? access.port)/"
-                                  logger.notice("serving \(cam.info.id) at \(url)\(access.token == nil ? "" : " (bearer token required)")")
-                                  notifier?.ready(status: "serving \(cam.info.id) at \(url)")
-                                  served.url = url
-                              },
-                              logger: logger)
-        let r = await service.apply(declared)
-        if !r.started.isEmpty { logger.notice("started \(r.started.joined(separator: ", "))") }
-        // swift-service-lifecycle: SIGTERM or SIGINT shuts the services down in reverse order:
-        // the jobs and triggers first (a slot or capture in progress completes and is
-        // journalled), then the HTTP server (requests in flight complete).
-        let group = ServiceGroup(configuration: .init(services: [.init(service: app), .init(service: WorkShutdown(service: service, notifier: notifier))],
-                                                      gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            throw ValidationError("cannot serve at \(where_): \(error)")
-        }
-        notifier?.stopping(status: "stopping")
-        await service.stopAll("the service is stopping")
-        // Transfers in flight are cut; their files stay queued for the next start.
-        uploading?.cancel()
-        await uploading?.value
-        service.uploader.withLock { $0?.stopObserving() }
-        await fleet.stop()
-        await session.stop()
-        if let preview = rig.preview {
-            preview.close()
-            logger.notice("\(preview.summaryLine)")
+            defer { statusLine?.cancel() }
+            let host = access.host.contains(":") ? "[\(access.host)]" : access.host
+            let where_ = "http://\(host):\(access.port)/"
+            // Connections are bounded and timed: one idle for 15 s is closed (a slow or
+            // stalled client, a keep-alive left open), a request not whole within 30 s too (a
+            // client trickling its body), and beyond 512 at once no more are taken until one
+            // ends, so idle clients cannot use up the file descriptors the camera and the jobs'
+            // journals need.
+            let app = Application(router: HTTPAPI.router(service, access: access, hooks: hooks),
+                                  server: .http1(configuration: HTTPAPI.http1()),
+                                  configuration: .init(address: .hostname(access.host, port: access.port), serverName: "shutterbug",
+                                                       availableConnectionsDelegate: MaximumAvailableConnections(Self.maxConnections)),
+                                  onServerRunning: { channel in
+                                      // The port the system gave (for --listen HOST:0).
+                                      let url = "http://\(host):\(channel.localAddress?.port ?? access.port)/"
+                                      logger.notice("serving \(cam.info.id) at \(url)\(access.token == nil ? "" : " (bearer token required)")")
+                                      notifier?.ready(status: "serving \(cam.info.id) at \(url)")
+                                      served.url = url
+                                  },
+                                  logger: logger)
+            let r = await service.apply(declared)
+            if !r.started.isEmpty { logger.notice("started \(r.started.joined(separator: ", "))") }
+            // swift-service-lifecycle: SIGTERM or SIGINT shuts the services down in reverse order:
+            // the jobs and triggers first (a slot or capture in progress completes and is
+            // journalled), then the HTTP server (requests in flight complete).
+            let group = ServiceGroup(configuration: .init(services: [.init(service: app), .init(service: WorkShutdown(service: service, notifier: notifier))],
+                                                          gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            do {
+                try await group.run()
+            } catch {
+                throw ValidationError("cannot serve at \(where_): \(error)")
+            }
+            notifier?.stopping(status: "stopping")
+            await service.stopAll("the service is stopping")
+            // Transfers in flight are cut; their files stay queued for the next start.
+            uploading?.cancel()
+            await uploading?.value
+            service.uploader.withLock { $0?.stopObserving() }
+            await fleet.stop()
+            await session.stop()
+            if let preview = rig.preview {
+                preview.close()
+                logger.notice("\(preview.summaryLine)")
+            }
         }
     }
 }

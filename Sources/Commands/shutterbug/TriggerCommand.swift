@@ -107,83 +107,84 @@ struct TriggerCommand: AsyncParsableCommand {
             return CameraControls(aeEnabled: false, exposureTime: width + t.exposureOffset, analogueGain: Gain(1.0), awbEnabled: false,
                                   colourGains: input.startColourGains)
         }, notice: { notice($0) })
-        defer { rig.close() }
-        let (cam, session, config) = (rig.camera, rig.session, rig.configuration)
-        if let burst = try options.burst() {
-            // The camera may allocate fewer buffers than asked: a burst that cannot be held is
-            // refused before any trigger, not at each one (windows at the mode's fastest rate,
-            // the most frames they take).
-            do {
-                try await session.validate(PhotoSettings(exposedAfter: cam.now, burst: burst.largest(fastest: session.timing.everyFramePeriod)))
-            } catch let e as ShutterbugError {
-                throw ValidationError(e.message)
-            }
-        }
-        let externalSensor = cam.capabilities.externalTrigger
-        var writer: PhotoFileWriter?
-        if let output {
-            writer = try rig.writer(try OutputDirectory(path: output, reserve: 64 << 20), formats: formats)
-        }
-        // With --upload-url each capture's files are queued as they are written and sent meanwhile.
-        let uploads = try CommandUploads(upload, output: output)
-        defer { uploads?.cancel() }
-        let busy = try busyLine.map { try GPIOOutputLine.request(line: $0, activeLow: busyActiveLow) }
-        if let busy, !json { notice("busy line: \(busyLine!) (\(busy.chipPath) line \(busy.offset))\(busyActiveLow ? ", active-low" : "")") }
-
-        // The source, opened on the camera's clock once the job has armed on settled frames.
-        let open = try options.source(realTime: !camera.virtualTime, announce: { notice($0) })
-        let job = TriggerJob(options: try options.jobOptions(count: count, pulseWidth: width),
-                             session: session, camera: cam, writer: writer, busy: busy, open: open)
-        let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
-        var tasks = stops.map { s in Task { for await _ in s.triggers() { job.stop(s.name); return } } }
-        if let duration { tasks.append(Task { try? await Task.sleep(for: .seconds(duration)); job.stop("--duration") }) }
-        defer {
-            tasks.forEach { $0.cancel() }
-            stops.forEach { $0.stop() }
-        }
-        let (json, policy) = (json, options.policy)
-        let (held, pooled) = (await session.heldFramesCapacity, await session.heldFramesPooled)
-        let pool = pooled.frames > 0 ? ", \(pooled.frames) of them as copies in a pool of \(MemoryBudget.megabytes(pooled.bytes)) (the camera's buffers spare \(held - pooled.frames))" : ""
-        let header = "trigger on \(cam.info.id) (\(externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running")\(held > 0 ? ", zero shutter lag from the newest \(held) frames held\(pool)" : "")): \(config.streams[0])"
-        let printing = Task { () -> TriggerJob.Summary? in
-            var summary: TriggerJob.Summary?
-            for await e in job.events {
-                switch e {
-                case .listening(let source):
-                    if !json { print("\(header), source \(source), policy \(policy)") }
-                case .notice(let n): notice(n)
-                case .captured(let t, let c): Self.report(t, c, json: json)
-                case .failed(let t, let error): notice("trigger \(t.sequence): \(error)")
-                case .dropped(let t, let reason): if !json { print("trigger \(t.sequence): dropped (\(reason))") }
-                case .coalesced(let t): if !json { print("trigger \(t.sequence): coalesced into a later one") }
-                case .progress: break
-                case .finished(let s): summary = s
+        try await rig.closing {
+            let (cam, session, config) = (rig.camera, rig.session, rig.configuration)
+            if let burst = try options.burst() {
+                // The camera may allocate fewer buffers than asked: a burst that cannot be held is
+                // refused before any trigger, not at each one (windows at the mode's fastest rate,
+                // the most frames they take).
+                do {
+                    try await session.validate(PhotoSettings(exposedAfter: cam.now, burst: burst.largest(fastest: session.timing.everyFramePeriod)))
+                } catch let e as ShutterbugError {
+                    throw ValidationError(e.message)
                 }
-                fflush(nil)
             }
-            return summary
-        }
-        do {
-            try await job.run()
-        } catch {
-            _ = await printing.value
-            throw error
-        }
-        let summary = await printing.value
-        await session.stop()
-        if let preview = rig.preview {
-            preview.close()
-            notice(preview.summaryLine)
-        }
-        await uploads?.finish()
-        guard let summary else { return }
-        Self.summary(summary, json: json)
-        // Exit non-zero when the source broke down, or when any trigger asked for a photo that
-        // was not taken: a shutter that silently failed is the worst kind.
-        if let failure = summary.sourceFailure { throw failure }
-        let c = summary.counts
-        if c.failed > 0 {
-            throw ShutterbugError(.system, "\(c.failed) of \(c.seen) triggers' captures failed (\(c.captured) captured); the reasons are above")
+            let externalSensor = cam.capabilities.externalTrigger
+            var writer: PhotoFileWriter?
+            if let output {
+                writer = try rig.writer(try OutputDirectory(path: output, reserve: 64 << 20), formats: formats)
+            }
+            // With --upload-url each capture's files are queued as they are written and sent meanwhile.
+            let uploads = try CommandUploads(upload, output: output)
+            defer { uploads?.cancel() }
+            let busy = try busyLine.map { try GPIOOutputLine.request(line: $0, activeLow: busyActiveLow) }
+            if let busy, !json { notice("busy line: \(busyLine!) (\(busy.chipPath) line \(busy.offset))\(busyActiveLow ? ", active-low" : "")") }
+
+            // The source, opened on the camera's clock once the job has armed on settled frames.
+            let open = try options.source(realTime: !camera.virtualTime, announce: { notice($0) })
+            let job = TriggerJob(options: try options.jobOptions(count: count, pulseWidth: width),
+                                 session: session, camera: cam, writer: writer, busy: busy, open: open)
+            let stops = try [SignalTriggerSource(signal: SIGINT, name: "SIGINT"), SignalTriggerSource(signal: SIGTERM, name: "SIGTERM")]
+            var tasks = stops.map { s in Task { for await _ in s.triggers() { job.stop(s.name); return } } }
+            if let duration { tasks.append(Task { try? await Task.sleep(for: .seconds(duration)); job.stop("--duration") }) }
+            defer {
+                tasks.forEach { $0.cancel() }
+                stops.forEach { $0.stop() }
+            }
+            let (json, policy) = (json, options.policy)
+            let (held, pooled) = (await session.heldFramesCapacity, await session.heldFramesPooled)
+            let pool = pooled.frames > 0 ? ", \(pooled.frames) of them as copies in a pool of \(MemoryBudget.megabytes(pooled.bytes)) (the camera's buffers spare \(held - pooled.frames))" : ""
+            let header = "trigger on \(cam.info.id) (\(externalSensor.map { _ in "external trigger, each pulse \(pulseWidth) wide" } ?? "free-running")\(held > 0 ? ", zero shutter lag from the newest \(held) frames held\(pool)" : "")): \(config.streams[0])"
+            let printing = Task { () -> TriggerJob.Summary? in
+                var summary: TriggerJob.Summary?
+                for await e in job.events {
+                    switch e {
+                    case .listening(let source):
+                        if !json { print("\(header), source \(source), policy \(policy)") }
+                    case .notice(let n): notice(n)
+                    case .captured(let t, let c): Self.report(t, c, json: json)
+                    case .failed(let t, let error): notice("trigger \(t.sequence): \(error)")
+                    case .dropped(let t, let reason): if !json { print("trigger \(t.sequence): dropped (\(reason))") }
+                    case .coalesced(let t): if !json { print("trigger \(t.sequence): coalesced into a later one") }
+                    case .progress: break
+                    case .finished(let s): summary = s
+                    }
+                    fflush(nil)
+                }
+                return summary
+            }
+            do {
+                try await job.run()
+            } catch {
+                _ = await printing.value
+                throw error
+            }
+            let summary = await printing.value
+            await session.stop()
+            if let preview = rig.preview {
+                preview.close()
+                notice(preview.summaryLine)
+            }
+            await uploads?.finish()
+            guard let summary else { return }
+            Self.summary(summary, json: json)
+            // Exit non-zero when the source broke down, or when any trigger asked for a photo that
+            // was not taken: a shutter that silently failed is the worst kind.
+            if let failure = summary.sourceFailure { throw failure }
+            let c = summary.counts
+            if c.failed > 0 {
+                throw ShutterbugError(.system, "\(c.failed) of \(c.seen) triggers' captures failed (\(c.captured) captured); the reasons are above")
+            }
         }
     }
 
