@@ -194,15 +194,15 @@ final class Order: @unchecked Sendable {
 
 @Suite("The DNG's embedded preview")
 struct DNGPreviewTests {
-    /// A 16-bit RGGB frame of two flat colours (linear, 0...1 per channel) meeting at row
-    /// `edge`: rows above it `a`, from it on `b`.
-    func frame(width: Int, height: Int, edge: Int, a: (Double, Double, Double), b: (Double, Double, Double)) -> FrameCopy {
+    /// A 16-bit RGGB frame of two flat colours (linear, 0...1 per channel) meeting at row (or,
+    /// `vertical`, column) `edge`: before it `a`, from it on `b`.
+    func frame(width: Int, height: Int, edge: Int, vertical: Bool = false, a: (Double, Double, Double), b: (Double, Double, Double)) -> FrameCopy {
         let format = BayerFormat(cfa: .rggb, bits: 16, packing: .none)
         let stride = width * 2
         var bytes = [UInt8](repeating: 0, count: stride * height)
         for y in 0..<height {
-            let c = y < edge ? a : b
             for x in 0..<width {
+                let c = (vertical ? x : y) < edge ? a : b
                 let v = (y & 1) == 0 ? ((x & 1) == 0 ? c.0 : c.1) : ((x & 1) == 0 ? c.1 : c.2)
                 let s = UInt16((v * 65535).rounded())
                 bytes[y * stride + 2 * x] = UInt8(s & 0xff)
@@ -212,19 +212,23 @@ struct DNGPreviewTests {
         return FrameCopy(width: width, height: height, format: .bayer(format), planes: [PlaneLayout(offset: 0, length: stride * height, stride: stride)], bytes: bytes)
     }
 
-    @Test("a pixel straddling an edge between two colours is a blend of the two, whichever row the edge falls on: no false-colour fringe", arguments: Array(0..<16))
-    func noFringe(offset: Int) throws {
+    @Test("a pixel straddling an edge between two colours is a blend of the two, whichever row or column the edge falls on: red and blue take the same share of each side, within 1/16 (a site's reach either side of the edge), not 1/8 (the fringe a chart's patches showed)",
+          arguments: Array(0..<16), [false, true])
+    func noFringe(offset: Int, vertical: Bool) throws {
         let a = (0.6, 0.1, 0.05), b = (0.05, 0.3, 0.6)
-        let f = frame(width: 64, height: 64, edge: 16 + offset, a: a, b: b)
+        let f = frame(width: 64, height: 64, edge: 16 + offset, vertical: vertical, a: a, b: b)
         let facts = PhotoFacts(camera: CameraDescription(model: "test", blackLevel: 0, bitDepth: 16), description: "edge", uniqueID: "0", exposureStart: nil,
                                exposureTime: .milliseconds(10), iso: 100, subjectDistance: nil, exposureBias: nil, exposureMode: 1)
         let p = try DNGEncoder.preview(f, facts: facts, colourGains: ColourGains(red: 1, blue: 1))
         // The pixel of the block holding the edge, back to linear light: each channel's share
-        // of the way from a to b must be the same (a blend), within 1/8 (one row pair of the
-        // block's eight) and the 8-bit rounding.
+        // of the way from a to b must be the same (a blend), within 1/16 (half a site's weight
+        // of sixteen, where the edge falls between a red and a blue site) and the rounding.
         let pixel = (1 * p.width + 1) * 3
         let lin = (0..<3).map { Colorimetry.srgbDecode(Double(p.rgb[pixel + $0]) / 255) }
         let shares = [(lin[0] - a.0) / (b.0 - a.0), (lin[2] - a.2) / (b.2 - a.2)]
-        #expect(abs(shares[0] - shares[1]) <= 0.125 + 0.02, "edge \(offset) rows into the block: red is \(shares[0]) of the way to the other side, blue \(shares[1])")
+        #expect(abs(shares[0] - shares[1]) <= 0.0625 + 0.02, "edge \(offset) \(vertical ? "columns" : "rows") into the block: red is \(shares[0]) of the way to the other side, blue \(shares[1])")
+        // And a blend: the true share is the block's part past the edge.
+        let truth = Double(16 - offset) / 16
+        #expect(abs((shares[0] + shares[1]) / 2 - truth) <= 0.05, "edge \(offset): shares \(shares), the block is \(truth) past it")
     }
 }

@@ -257,54 +257,109 @@ enum ColourMath {
         (Colorimetry.srgbToXYZ * Matrix3(correction) * Matrix3.diagonal(red, 1, blue)).inverse.elements
     }
 
-    /// An 8-bit sRGB preview 1/16 the size: each pixel the mean of every 2x2 cell of its 16x16
-    /// block per colour, white-balanced, colour-corrected and through the sRGB tone curve, as
-    /// the JPEG is. Every row pair counts: with only some of them, an edge between the two rows
-    /// of a sampled pair gave a pixel its red from one side and its blue from the other, a
-    /// false colour along every horizontal edge.
+    /// An 8-bit sRGB preview 1/16 the size: each pixel its 16x16 block of the frame
+    /// demosaiced bilinearly and averaged, white-balanced, colour-corrected and through the
+    /// sRGB tone curve, as the JPEG is.
+    ///
+    /// Each colour's sites sit a pixel apart from the others' (red at even columns, blue at odd
+    /// ones), so a plain mean of each colour's sites in a block puts red's centre half a pixel
+    /// left of blue's: an edge inside the block gave red a share of one side 1/8 larger than
+    /// blue's, which the colour matrix turned into a cyan or orange fringe along every edge of
+    /// a chart. Interpolated to every pixel first (each of the four sites' lattices linearly,
+    /// separably), every colour covers the block alike: a site in the block weighs 2 per axis,
+    /// the one on each side of it 1.5 and 0.5 as it reaches in, the same sum for each.
     static func preview(_ data: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, bits: Int, packing: sbi_packing, cfa: CFAPattern,
                         black: Double, white: Double, red: Double, blue: Double, correction: [Double]) -> (rgb: [UInt8], width: Int, height: Int) {
         let block = 16
         let pw = max(1, width / block), ph = max(1, height / block)
         var rgb = [UInt8](repeating: 0, count: pw * ph * 3)
+        // The colour of each of the four lattices: (row & 1) * 2 + (column & 1).
         let sites = Array(cfa.rawValue).map { $0 == "R" ? 0 : $0 == "G" ? 1 : 2 }
         let range = max(white - black, 1)
         let ccm = Matrix3(correction)
         // White balance, then clip at full scale as the ISP does (a clipped highlight stays
         // white instead of turning magenta), then the matrix.
         @inline(__always) func balance(_ v: Double, _ gain: Double) -> Double { min(v * gain, min(gain, 1)) }
+        // Per block and lattice: the weighted sum of its sites, and the weights (less at the
+        // frame's edges, where a neighbour is missing).
+        var sums = [Double](repeating: 0, count: pw * ph * 4)
+        var weights = [Double](repeating: 0, count: pw * ph * 4)
         var row = [UInt16](repeating: 0, count: width)
-        var sums = [Int](repeating: 0, count: pw * 3)
-        var counts = [Int](repeating: 0, count: pw * 3)
-        // Whole blocks across; columns and rows past the last whole block are left out.
+        var rowSums = [Double](repeating: 0, count: pw * 2)
+        var rowWeights = [Double](repeating: 0, count: pw * 2)
+        // A frame narrower than a block: its whole width, even.
         let across = width >= block ? block : width & ~1
-        for y in 0..<ph {
-            for i in sums.indices { sums[i] = 0; counts[i] = 0 }
-            for sy in (y * block)..<min(y * block + block, height & ~1) {
-                let c0 = sites[(sy & 1) * 2], c1 = sites[(sy & 1) * 2 + 1]
-                row.withUnsafeMutableBufferPointer { r in
-                    _ = sbi_unpack_row(data + sy * stride, UInt32(width), UInt32(bits), packing, r.baseAddress!)
-                    sums.withUnsafeMutableBufferPointer { s in
-                        counts.withUnsafeMutableBufferPointer { n in
-                            for bx in 0..<pw {
-                                var a = 0, b = 0, k = bx * across
-                                let end = k + (across < 2 ? 0 : across)
-                                while k < end {
-                                    a += Int(r[k])
-                                    b += Int(r[k + 1])
-                                    k += 2
-                                }
-                                s[bx * 3 + c0] += a
-                                s[bx * 3 + c1] += b
-                                n[bx * 3 + c0] += across / 2
-                                n[bx * 3 + c1] += across / 2
-                            }
+        let rows = height >= block ? min(height, ph * block + 1) : height & ~1
+        for sy in 0..<rows {
+            let rp = sy & 1
+            row.withUnsafeMutableBufferPointer { r in
+                _ = sbi_unpack_row(data + sy * stride, UInt32(width), UInt32(bits), packing, r.baseAddress!)
+                // Across: each block's even and odd columns, each site weighing 2 and the end
+                // ones as they reach in (even: 1.5 at column 0, 0.5 at the next block's 0; odd:
+                // 0.5 at the block before's 15, 1.5 at 15).
+                for bx in 0..<pw {
+                    let k0 = bx * across
+                    var even = 0, odd = 0, k = k0
+                    while k < k0 + across {
+                        even += Int(r[k])
+                        odd += Int(r[k + 1])
+                        k += 2
+                    }
+                    var e = 2 * Double(even), o = 2 * Double(odd)
+                    var we = Double(across), wo = Double(across)
+                    if across == block {
+                        e -= 0.5 * Double(r[k0])
+                        o -= 0.5 * Double(r[k0 + block - 1])
+                        we -= 0.5
+                        wo -= 0.5
+                        if k0 + block < width {
+                            e += 0.5 * Double(r[k0 + block])
+                            we += 0.5
                         }
+                        if k0 > 0 {
+                            o += 0.5 * Double(r[k0 - 1])
+                            wo += 0.5
+                        }
+                    }
+                    rowSums[bx * 2] = e
+                    rowSums[bx * 2 + 1] = o
+                    rowWeights[bx * 2] = we
+                    rowWeights[bx * 2 + 1] = wo
+                }
+            }
+            // Down: the same weights for this row in its block, and in the one above (its row
+            // 16) or below (its row -1) where it reaches in.
+            func add(_ by: Int, _ wy: Double) {
+                guard by >= 0, by < ph, wy > 0 else { return }
+                for bx in 0..<pw {
+                    for cp in 0..<2 {
+                        let i = (by * pw + bx) * 4 + rp * 2 + cp
+                        sums[i] += wy * rowSums[bx * 2 + cp]
+                        weights[i] += wy * rowWeights[bx * 2 + cp]
                     }
                 }
             }
+            let by = sy / block, ry = sy % block
+            if height < block {
+                add(0, 1)
+            } else if rp == 0 {
+                add(by, ry == 0 ? 1.5 : 2)
+                if ry == 0 { add(by - 1, 0.5) }
+            } else {
+                add(by, ry == block - 1 ? 1.5 : 2)
+                if ry == block - 1 { add(by + 1, 0.5) }
+            }
+        }
+        for y in 0..<ph {
             for x in 0..<pw {
-                func mean(_ c: Int) -> Double { (Double(sums[x * 3 + c]) / Double(max(counts[x * 3 + c], 1)) - black) / range }
+                var c = [0.0, 0.0, 0.0], n = [0.0, 0.0, 0.0]
+                for l in 0..<4 {
+                    let i = (y * pw + x) * 4 + l
+                    guard weights[i] > 0 else { continue }
+                    c[sites[l]] += sums[i] / weights[i]
+                    n[sites[l]] += 1
+                }
+                func mean(_ k: Int) -> Double { (c[k] / max(n[k], 1) - black) / range }
                 let out = ccm.apply(RGB(balance(mean(0), red), balance(mean(1), 1), balance(mean(2), blue)))
                 rgb[(y * pw + x) * 3] = UInt8((Colorimetry.srgbEncode(out.r) * 255).rounded())
                 rgb[(y * pw + x) * 3 + 1] = UInt8((Colorimetry.srgbEncode(out.g) * 255).rounded())
