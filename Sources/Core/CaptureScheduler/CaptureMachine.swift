@@ -141,6 +141,12 @@ public struct CaptureMachine: Sendable {
         var awaitingHeldFrame = false
         /// Whether `heldStep` was taken while the capture waited its turn.
         var heldEarly = false
+        /// A burst queued behind another capture: its frames taken as it was asked for (those
+        /// before the instant, and the one at it) and as they come back while it waits its
+        /// turn (the one at the instant, if still to come, then those after), in step order;
+        /// how many are from before the instant.
+        var early: [CompletedRequest] = []
+        var earlyBefore = 0
         var stepOffset = 0
         /// A burst's next step to fill, and the newest frame it took.
         var burstNext = 0
@@ -205,6 +211,23 @@ public struct CaptureMachine: Sendable {
     /// why); an exposure bracket, the frame covering it, to be its step 1 if it carries it.
     private mutating func takeHeldFrameEarly(_ i: Int) {
         let s = captures[i].settings
+        if let b = s.burst, let instant = s.exposedAfter, ring.isEnabled, s.bracket == nil {
+            captures[i].early = ring.take(before: instant, count: b.before, window: b.window, seen: recentFrames)
+            captures[i].earlyBefore = captures[i].early.count
+            captures[i].heldEarly = true
+            switch ring.take(exposingAt: instant, seen: recentFrames) {
+            case .covering(let c):
+                captures[i].early.append(c)
+                captures[i].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: true, fromHeldFrames: true)
+            case .after(let c, let reason):
+                captures[i].early.append(c)
+                captures[i].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: reason, fromHeldFrames: true)
+            case .wait, .gone:
+                // Still to come (or, gone, its turn says so).
+                captures[i].awaitingHeldFrame = true
+            }
+            return
+        }
         guard s.zeroShutterLag, s.burst == nil, let instant = s.exposedAfter, ring.isEnabled else { return }
         switch s.bracket {
         case nil:
@@ -236,8 +259,15 @@ public struct CaptureMachine: Sendable {
     /// exposed after). Returns whether one did.
     private mutating func takeForQueued(_ c: CompletedRequest) -> Bool {
         guard c.status == .complete, captures.count > 1 else { return false }
-        for i in 1..<captures.count where captures[i].awaitingHeldFrame {
-            guard let instant = captures[i].settings.exposedAfter else { continue }
+        for i in 1..<captures.count {
+            // A burst whose frame at the instant is in takes the frames after it, in order.
+            if let b = captures[i].settings.burst, captures[i].heldEarly, !captures[i].awaitingHeldFrame,
+               captures[i].early.count > captures[i].earlyBefore, captures[i].early.count < b.count,
+               let last = captures[i].early.last, c.metadata.sequence > last.metadata.sequence {
+                captures[i].early.append(c)
+                return true
+            }
+            guard captures[i].awaitingHeldFrame, let instant = captures[i].settings.exposedAfter else { continue }
             switch c.metadata.exposure(against: instant) {
             case .before:
                 continue
@@ -248,7 +278,11 @@ public struct CaptureMachine: Sendable {
                 captures[i].resolved.zeroShutterLag = ZeroShutterLag(instant: instant, covered: false, fallback: why, fromHeldFrames: false)
             }
             captures[i].awaitingHeldFrame = false
-            captures[i].heldStep = c
+            if captures[i].settings.burst != nil {
+                captures[i].early.append(c)
+            } else {
+                captures[i].heldStep = c
+            }
             captures[i].heldEarly = true
             return true
         }
@@ -263,6 +297,7 @@ public struct CaptureMachine: Sendable {
         let capture = captures.remove(at: index)
         for (r, _) in capture.photos.values { actions.append(.release(slot: r.slot)) }
         if let h = capture.heldStep { actions.append(.release(slot: h.slot)) }
+        for e in capture.early { actions.append(.release(slot: e.slot)) }
         if capture.scheduler != nil || capture.lock != nil {
             actions.append(.restoreBaseline)
             noteManualExposureEnded(capture)
@@ -379,6 +414,7 @@ public struct CaptureMachine: Sendable {
         for capture in captures {
             for (r, _) in capture.photos.values { actions.append(.release(slot: r.slot)) }
             if let h = capture.heldStep { actions.append(.release(slot: h.slot)) }
+            for e in capture.early { actions.append(.release(slot: e.slot)) }
             actions.append(.failed(capture: capture.id, error))
         }
         captures.removeAll()
@@ -572,7 +608,11 @@ public struct CaptureMachine: Sendable {
     /// asked (just after start-up, or a window that holds fewer) means more taken after, so a
     /// burst always has its count of frames.
     private mutating func planBurst(_ b: PhotoSettings.Burst, at instant: SensorTime, now: SensorTime) {
-        let pre = ring.take(before: instant, count: b.before, window: b.window, seen: recentFrames)
+        // Its frames taken while it waited its turn: those, then (the one at the instant still
+        // to come, or those after it) the frames that follow.
+        let early = captures[0].heldEarly ? captures[0].early : nil
+        captures[0].early = []
+        let pre = early.map { Array($0.prefix(captures[0].earlyBefore)) } ?? ring.take(before: instant, count: b.before, window: b.window, seen: recentFrames)
         let pivot = pre.count
         captures[0].resolved.pivotStep = pivot
         if pre.count < b.before {
@@ -584,6 +624,11 @@ public struct CaptureMachine: Sendable {
         }
         actions.append(.resolved(capture: captures[0].id, captures[0].resolved))
         captures[0].phase = .burst(instant, pivot: pivot)
+        if let early {
+            captures[0].awaitingHeldFrame = false
+            for f in early where takeBurst(f, now: now) { return }
+            return
+        }
         for f in pre { _ = takeBurst(f, now: now) }
         if case .frame(let c) = takeHeld(at: instant, now: now) { _ = takeBurst(c, now: now) }
     }
@@ -937,6 +982,7 @@ public struct CaptureMachine: Sendable {
         }
         for (r, _) in captures[0].photos.values { actions.append(.release(slot: r.slot)) }
         if let h = captures[0].heldStep { actions.append(.release(slot: h.slot)) }
+        for e in captures[0].early { actions.append(.release(slot: e.slot)) }
         // Requests a failed bracket (or its pre-roll) sent set the camera by hand: it goes back
         // to what was in force, whether or not its own restore had gone out.
         if captures[0].scheduler != nil || captures[0].lock != nil {
