@@ -540,16 +540,16 @@ final class CapturesUnderWay: Sendable {
     }
 
     private func change(_ body: (inout State) -> Void) {
-        let (ready, paused) = state.withLock { s -> ([CheckedContinuation<Void, Never>], Bool?) in
+        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             let was = s.paused
             body(&s)
             s.version += 1
+            // Under the lock: changes made on different threads (the session's, the loop's)
+            // pause and resume the camera in the order they were made.
+            if s.paused != was { pause(s.paused) }
             defer { s.waiters = [] }
-            return (s.waiters, s.paused == was ? nil : s.paused)
+            return s.waiters
         }
-        // (In the order the changes were made: the lock is not held, but each change's pause
-        // follows its own, and a capture's changes come one after another.)
-        if let paused { pause(paused) }
         for w in ready { w.resume() }
     }
 

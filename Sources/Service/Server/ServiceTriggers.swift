@@ -42,8 +42,11 @@ public struct TriggerDefinition: Sendable {
     /// line or a simulated pattern, the capture's bracket and formats, the queue policy), as the
     /// configuration's `triggers:` give them.
     ///
+    /// - Parameter realTime: a simulated pattern's triggers come at their instants on the
+    ///   monotonic clock; false for a camera in virtual time (each comes when the camera's
+    ///   clock reaches it).
     /// - Throws: `invalidArgument` naming the option and its accepted range.
-    public init(name: String, words: [String]) throws {
+    public init(name: String, words: [String], realTime: Bool = true) throws {
         let options: TriggerOptions
         do {
             options = try TriggerOptions.parse(words)
@@ -54,7 +57,7 @@ public struct TriggerDefinition: Sendable {
             throw ShutterbugError(.invalidArgument, "a trigger in the service has a gpio line or a simulated pattern")
         }
         let job = try options.jobOptions()
-        self.init(name: name, arguments: words, bracket: job.bracket, formats: job.formats, policy: job.policy, queue: job.queue, open: try options.source(realTime: true))
+        self.init(name: name, arguments: words, bracket: job.bracket, formats: job.formats, policy: job.policy, queue: job.queue, open: try options.source(realTime: realTime))
         zeroShutterLag = job.zeroShutterLag
         held = try options.heldFrames()
         burst = job.burst

@@ -1,4 +1,5 @@
 import ShutterbugCore
+import Synchronization
 
 /// Triggers in a pattern, on the camera's clock, for demos, tests and benchmarks: regular,
 /// random (a Poisson process, seeded), or bursts. In real time each trigger comes at its
@@ -35,40 +36,58 @@ public struct PatternTriggerSource: TriggerSource {
     }
 
     /// The instants, computed (pure).
-    public var instants: [SensorTime] {
-        var out: [SensorTime] = []
-        var t = start
-        var rng = SplitMix64(seed: { if case .poisson(_, let s) = pattern { return s } else { return 0 } }())
-        for i in 0..<max(0, count) {
-            out.append(t)
+    public var instants: [SensorTime] { Array(Instants(self).prefix(max(0, count))) }
+
+    /// The instants one after another, computed as they are asked for.
+    struct Instants: Sequence, IteratorProtocol {
+        let pattern: Pattern
+        var remaining: Int
+        var upcoming: SensorTime
+        var index = 0
+        var rng: SplitMix64
+
+        init(_ source: PatternTriggerSource) {
+            pattern = source.pattern
+            remaining = Swift.max(0, source.count)
+            upcoming = source.start
+            rng = SplitMix64(seed: { if case .poisson(_, let s) = source.pattern { return s } else { return 0 } }())
+        }
+
+        mutating func next() -> SensorTime? {
+            guard remaining > 0 else { return nil }
+            remaining -= 1
+            let t = upcoming
             switch pattern {
-            case .regular(let p): t = t + p
+            case .regular(let p): upcoming = t + p
             case .poisson(let mean, _):
                 // Inverse transform of a uniform draw in (0, 1].
-                let u = max(rng.unit(), 1e-12)
-                t = t + .seconds(exactly: -mean.secondsValue * log(u))
-            case .burst(let n, let spacing, let pause): t = t + ((i + 1) % max(1, n) == 0 ? pause : spacing)
+                let u = Swift.max(rng.unit(), 1e-12)
+                upcoming = t + .seconds(exactly: -mean.secondsValue * log(u))
+            case .burst(let n, let spacing, let pause): upcoming = t + ((index + 1) % Swift.max(1, n) == 0 ? pause : spacing)
             }
+            index += 1
+            return t
         }
-        return out
     }
 
+    /// The triggers, each made when the one before has been taken: a pattern of a million
+    /// triggers in virtual time holds one at a time, not a million waiting in a buffer.
     public func triggers() -> AsyncStream<Trigger> {
-        let (instants, name, realTime) = (self.instants, self.name, self.realTime)
-        return AsyncStream { c in
-            let task = Task {
-                for (i, t) in instants.enumerated() {
-                    if realTime {
-                        let wait = t - MonotonicClock.now()
-                        if wait > .zero { try? await Task.sleep(for: wait) }
-                    }
-                    if Task.isCancelled { break }
-                    c.yield(Trigger(instant: t, source: name, sequence: UInt64(i + 1)))
-                }
-                c.finish()
+        let (name, realTime) = (self.name, self.realTime)
+        let state = Mutex((instants: Instants(self), sequence: UInt64(0)))
+        return AsyncStream(unfolding: {
+            guard !Task.isCancelled, let (t, sequence) = state.withLock({ s -> (SensorTime, UInt64)? in
+                guard let t = s.instants.next() else { return nil }
+                s.sequence += 1
+                return (t, s.sequence)
+            }) else { return nil }
+            if realTime {
+                let wait = t - MonotonicClock.now()
+                if wait > .zero { try? await Task.sleep(for: wait) }
+                if Task.isCancelled { return nil }
             }
-            c.onTermination = { _ in task.cancel() }
-        }
+            return Trigger(instant: t, source: name, sequence: sequence)
+        })
     }
 }
 
