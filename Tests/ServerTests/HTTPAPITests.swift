@@ -426,10 +426,11 @@ struct HTTPAPITests {
         }
     }
 
-    @Test("one client holds at most its limit of connections: the next is answered 503 (saying why) and closed, another client is not affected, and a connection closed makes room again")
+    @Test("one client holds at most its limit of connections: the next is answered 503 (saying why) and closed, another client is not affected, a connection closed makes room again; clients on this machine are not limited")
     func connectionsPerClient() async throws {
         try await withService { service, _, access in
-            let clients = ClientConnections(limit: 3)
+            // (Loopback is exempt in the service; here it stands for a client beyond it.)
+            let clients = ClientConnections(limit: 3, exemptsLoopback: false)
             let app = Application(router: HTTPAPI.router(service, access: access), server: .http1(configuration: HTTPAPI.http1(clients: clients)),
                                   configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             try await app.test(.live) { client in
@@ -479,6 +480,9 @@ struct HTTPAPITests {
                 #expect(status(again)?.hasPrefix("HTTP/1.1 200") == true)
             }
         }
+        let service = ClientConnections(limit: 3)
+        #expect((0..<10).allSatisfy { _ in service.admit("127.0.0.1") } && service.admit("::1") && service.count("127.0.0.1") == 0)
+        #expect((0..<3).allSatisfy { _ in service.admit("192.0.2.7") } && !service.admit("192.0.2.7") && service.admit("192.0.2.8"))
     }
 
     @Test("a client trickling its request (a byte at a time, each resetting the idle timeout) is closed at the request deadline; one refused before its body is closed once answered; Expect: 100-continue is answered")

@@ -96,13 +96,20 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
 /// `ConnectionLimitHandler`.
 public final class ClientConnections: Sendable {
     public let limit: Int
+    /// Clients on this machine (127.0.0.0/8, ::1) are not limited, as the request rate is not:
+    /// the machine's own probes, proxy and tools.
+    public let exemptsLoopback: Bool
     private let open = Mutex<[String: Int]>([:])
 
-    public init(limit: Int) { self.limit = limit }
+    public init(limit: Int, exemptsLoopback: Bool = true) {
+        self.limit = limit
+        self.exemptsLoopback = exemptsLoopback
+    }
 
     /// Counts a connection from `client`; false (not counted) when it has `limit` open already.
     func admit(_ client: String) -> Bool {
-        open.withLock { o in
+        if exemptsLoopback, client.hasPrefix("127.") || client == "::1" || client.hasPrefix("::ffff:127.") { return true }
+        return open.withLock { o in
             guard o[client, default: 0] < limit else { return false }
             o[client, default: 0] += 1
             return true
@@ -110,6 +117,7 @@ public final class ClientConnections: Sendable {
     }
 
     func release(_ client: String) {
+        if exemptsLoopback, client.hasPrefix("127.") || client == "::1" || client.hasPrefix("::ffff:127.") { return }
         open.withLock { o in
             let n = o[client, default: 0] - 1
             o[client] = n > 0 ? n : nil
@@ -120,7 +128,7 @@ public final class ClientConnections: Sendable {
     public func count(_ client: String) -> Int { open.withLock { $0[client, default: 0] } }
 }
 
-/// One client may hold at most `limit` connections: past that a new one is answered 503 to its
+/// One client beyond this machine may hold at most `limit` connections: past that a new one is answered 503 to its
 /// first request and closed (closed at once if no request comes within a second), so a client
 /// that opens hundreds (slow or stalled ones, each within its deadlines) cannot leave none for
 /// the others (a status probe, Home Assistant, the page).
