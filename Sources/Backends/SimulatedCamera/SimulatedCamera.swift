@@ -234,6 +234,15 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
         }
     }
 
+    /// Virtual time: where the clock is and what holds it, for a message about a run that made
+    /// no progress.
+    public var clockState: String {
+        lock.withLock {
+            let h = holds.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }.joined(separator: " ")
+            return "now \(virtualNow.map { "\($0)" } ?? "-"), next frame ends \(pendingCompletion.map { "\($0)" } ?? "-"), holds [\(h)], waiting [\(holdWaiters.map { "\($0.holder)@\($0.instant)" }.joined(separator: " "))], \(queued.count) requests queued, frames \(framesAllowed ? "allowed" : "not wanted"), consumer \(completions.isConsumerIdle ? "idle" : "busy")"
+        }
+    }
+
     /// Lifts a holder's hold; whoever of it waits goes on.
     private func liftHold(_ holder: UInt64) {
         let ready = lock.withLock { () -> [CheckedContinuation<Void, Never>] in

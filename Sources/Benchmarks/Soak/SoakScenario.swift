@@ -1,16 +1,22 @@
 import Capture
+import CaptureScheduler
 import Foundation
 import ImageOutput
 import Jobs
 import Server
 import ShutterbugCore
 import SimulatedCamera
+import Synchronization
 
-/// The service over simulated days: a timelapse job of -1/0/+1 EV brackets and, at each of its
+/// The service over simulated days: a timelapse job of -1/0/+1 EV brackets; at each of its
 /// slots, one or two captures asked of the service at random (seeded): a photo, a -2/0/+2 EV
-/// bracket or a manual bracket (0.5 ms and 60 ms at gain 4), as the scene's light goes from day
-/// to night and back. In virtual time: a simulated day is `dayLength` of the camera's clock (the
-/// light's whole cycle), so days pass in seconds. What it leaves is judged by `SoakJudgement`.
+/// bracket or a manual bracket (0.5 ms and 60 ms at gain 4); two simulated triggers all along
+/// (a zero-shutter-lag photo, and a burst of 2 frames before and 1 after), the second
+/// reloaded with a changed burst half-way; a camera that drops a frame in a hundred and
+/// stalls for 0.9 s now and then (under every limit: nothing may fail for it); as the scene's
+/// light goes from day to night and back. In virtual time: a simulated day is `dayLength` of
+/// the camera's clock (the light's whole cycle), so days pass in seconds. What it leaves is
+/// judged by `SoakJudgement`.
 public struct SoakScenario: Sendable {
     public var days: Double
     /// The camera's clock per simulated day (the light's period).
@@ -35,16 +41,34 @@ public struct SoakScenario: Sendable {
         public var days: Double
         public var slots = 0
         public var slotsTaken = 0
+        /// The job's other slots, by state, and its last word.
+        public var slotsSkipped = 0
+        public var slotsMissed = 0
+        public var slotsFailed = 0
+        public var jobMessage: String?
         public var photos = 0
         public var evBrackets = 0
         public var manualBrackets = 0
         public var capturesFailed: [String] = []
+        /// The triggers' captures and failures (each trigger's counts), stalls injected, and
+        /// what the reload did.
+        public var triggerCaptures = 0
+        public var triggerFailures = 0
+        public var triggerDropped = 0
+        public var stalls = 0
+        public var reload: [String] = []
         public var wallSeconds = 0.0
         public var rssStartKB = 0
         public var rssEndKB = 0
         public var fdsStart = 0
         public var fdsEnd = 0
         public var judgement = SoakJudgement()
+
+        mutating func add(_ t: TriggerSummaryReport) {
+            triggerCaptures += t.captured
+            triggerFailures += t.failed
+            triggerDropped += t.dropped
+        }
     }
 
     /// Resident memory (kB) and open descriptors of this process.
@@ -64,14 +88,34 @@ public struct SoakScenario: Sendable {
         options.clock = .virtual
         options.seed = seed
         options.sceneSchedule = .dayNight(period: dayLength.secondsValue, day: dayLux, night: nightLux)
+        options.dropProbability = 0.01
         let cam = SimulatedCamera(profile: .imx477, options: options)
         defer { cam.release() }
+        // Triggers about twice a slot's interval apart, on the camera's clock.
+        let mean = Int(max(20, dayLength.secondsValue / Double(slotsPerDay) * 2))
+        func triggers(post: Int) throws -> [TriggerDefinition] {
+            [try TriggerDefinition(name: "door", words: ["--simulated", "poisson:\(mean)s", "--zsl", "--hold", "4"], realTime: false),
+             try TriggerDefinition(name: "pir", words: ["--simulated", "poisson:\(mean + 7)s", "--pre", "2", "--post", "\(post)"], realTime: false)]
+        }
+        let declared = CameraService.Declared(triggers: try triggers(post: 1))
         let session = CaptureSession(backend: cam)
-        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5)
+        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5,
+                                             holding: declared.triggers.reduce(HeldFrames.none) { $0.union($1.held) },
+                                             bursts: (try triggers(post: 2) + declared.triggers).compactMap(\.burst))
         let output = try OutputDirectory(path: directory, reserve: 64 << 20)
         let writer = try PhotoFileWriter(directory: output, streams: config.streams, camera: CameraDescription(profile: .imx477))
         let service = CameraService(session: session, camera: cam, writer: writer, directory: output, sensorModes: cam.capabilities.sensorModes)
         (report.rssStartKB, report.fdsStart) = Self.footprint()
+        // The triggers' failures, in their own words.
+        let failures = Mutex<[String]>([])
+        let listening = Task {
+            for await e in service.events.subscribe() {
+                if case .captureFailed(_, let trigger?, let reason) = e { failures.withLock { $0.append("trigger \(trigger): \(reason)") } }
+            }
+        }
+        defer { listening.cancel() }
+        await service.apply(declared)
+        var reloaded = false
 
         let slots = max(1, Int((days * Double(slotsPerDay)).rounded()))
         report.slots = slots
@@ -80,29 +124,71 @@ public struct SoakScenario: Sendable {
         _ = try await service.createJob(JobDefinition(name: "roof", words: ["--interval", "\(Int(interval.secondsValue))s", "--count", "\(slots)", "--ev", "-1,0,1",
                                                                             "--start", start]))
         var rng = SplitMix64(seed: seed)
-        var done = -1
         let asks: [(String, String)] = [("photo", "{}"), ("ev", #"{"ev": [-2, 0, 2]}"#), ("manual", #"{"exposuresUs": [500, 60000], "gain": 4}"#), ("photo", "{}")]
-        while true {
-            // The job's next slot (or its end).
-            var status: JobStatus?
-            let waitedFrom = ContinuousClock.now
-            while true {
-                if let s = await service.jobStatuses().first(where: { $0.name == "roof" }) {
-                    if s.taken + s.skipped + s.failed + s.missed != done || s.state == .finished || s.state == .failed || s.state == .stopped {
-                        status = s
-                        break
-                    }
+        // The API's client asks between slots, at instants on the camera's clock of its own
+        // (mid-way, give or take a quarter of the interval): it holds the clock there, as the
+        // job and the triggers hold it at theirs, so each comes when it would in real time.
+        let client: UInt64 = 1 << 61
+        defer { cam.setFrameHold(client, at: nil) }
+        let first = cam.now
+        let rounds = Atomic<Int>(0)
+        let watchdog = Task {
+            var last = -1
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(30))
+                let now = rounds.load(ordering: .relaxed)
+                if now == last {
+                    let t = await service.triggerStatuses().map { "\($0.name) \($0.state) \($0.report.captured) captured" }
+                    let inProgress = await session.capturesInProgress.count
+                    let j = await service.jobStatuses().first { $0.name == "roof" }
+                    FileHandle.standardError.write("soak: no round for 30 s (round \(now)); \(inProgress) captures in progress; job \(j.map { "\($0.state) \($0.taken) taken, next \($0.nextSlot ?? -1)" } ?? "-"); triggers \(t); the camera: \(cam.clockState)\n".data(using: .utf8)!)
                 }
-                guard ContinuousClock.now - waitedFrom < .seconds(300) else { throw ShutterbugError(.timeout, "the soak's job made no progress for 300 s (slot \(done))") }
-                try await Task.sleep(for: .milliseconds(5))
+                last = now
             }
-            guard let s = status else { break }
-            done = s.taken + s.skipped + s.failed + s.missed
-            if done % max(1, slotsPerDay / 4) == 0 { progress("slot \(done) of \(slots): \(s.taken) taken") }
-            if s.state == .finished || s.state == .failed || s.state == .stopped {
-                report.slotsTaken = s.taken
-                break
+        }
+        defer { watchdog.cancel() }
+        var round = 0
+        var lastReported = -1
+        while round <= slots + 1 {
+            let jitter = interval * (Double(rng.next() % 1000) / 1000 - 0.5) / 2
+            let at = first + interval * round + interval / 2 + jitter
+            // (A deadline on the wall clock, saying where the camera's clock stood.)
+            let reached = await withTaskGroup(of: Bool.self) { group in
+                group.addTask { await cam.holdFrames(client, until: at); return true }
+                group.addTask { try? await Task.sleep(for: .seconds(120)); return false }
+                defer { group.cancelAll() }
+                return await group.next() ?? false
             }
+            guard reached else {
+                let j = await service.jobStatuses().first { $0.name == "roof" }
+                throw ShutterbugError(.timeout, "the soak's camera did not reach \(at) within 120 s (round \(round); the job \(j.map { "\($0.state), next slot \($0.nextSlot.map(String.init) ?? "-") at \($0.nextSlotAt ?? "-"), \($0.message ?? "")" } ?? "gone")); the camera: \(cam.clockState)")
+            }
+            round += 1
+            rounds.store(round, ordering: .relaxed)
+            guard let s = await service.jobStatuses().first(where: { $0.name == "roof" }) else { break }
+            let done = s.taken + s.skipped + s.failed + s.missed
+            if done / max(1, slotsPerDay / 4) != lastReported {
+                lastReported = done / max(1, slotsPerDay / 4)
+                progress("slot \(done) of \(slots): \(s.taken) taken")
+            }
+            if s.state == .finished || s.state == .failed || s.state == .stopped { break }
+            if !reloaded, done >= slots / 2 {
+                // A reload that changes one trigger (restarted) and keeps the other.
+                reloaded = true
+                // (The restarted trigger counts from zero: what it did so far is kept here.)
+                for t in await service.triggerStatuses() where t.name == "pir" { report.add(t.report) }
+                let r = await service.apply(CameraService.Declared(triggers: try triggers(post: 2)))
+                report.reload = r.kept + r.restarted.map { "restarted " + $0 } + r.refused.map { "refused " + $0 }
+            }
+            if rng.next() % 6 == 0 {
+                // A short stall: under the limits (2 s), so nothing may fail for it.
+                cam.stall(for: .milliseconds(900))
+                report.stalls += 1
+            }
+            // Its captures from where the client is, their frames coming as they are asked for
+            // (a hold of its own there would hold them back too, and holding until the session
+            // has them waits on the writer, which may wait on others' frames).
+            cam.setFrameHold(client, at: nil)
             for _ in 0..<(1 + Int(rng.next() % 2)) {
                 let (kind, json) = asks[Int(rng.next() % UInt64(asks.count))]
                 switch kind {
@@ -120,6 +206,22 @@ public struct SoakScenario: Sendable {
                 }
             }
         }
+        // The job's end: its last slot, the clock moved on by the triggers' holds.
+        cam.setFrameHold(client, at: nil)
+        let waitedFrom = ContinuousClock.now
+        while true {
+            if let s = await service.jobStatuses().first(where: { $0.name == "roof" }), s.state == .finished || s.state == .failed || s.state == .stopped {
+                (report.slotsTaken, report.slotsSkipped, report.slotsMissed, report.slotsFailed, report.jobMessage) = (s.taken, s.skipped, s.missed, s.failed, s.message)
+                break
+            }
+            guard ContinuousClock.now - waitedFrom < .seconds(120) else {
+                let j = await service.jobStatuses().first { $0.name == "roof" }
+                throw ShutterbugError(.timeout, "the soak's job did not finish within 120 s of its last slot (the job \(j.map { "\($0.state), next slot \($0.nextSlot.map(String.init) ?? "-") at \($0.nextSlotAt ?? "-"), \($0.message ?? "")" } ?? "gone")); the camera: \(cam.clockState)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        for t in await service.triggerStatuses() { report.add(t.report) }
+        report.capturesFailed += failures.withLock { $0 }
         await service.stopAll("the soak is over")
         await session.stop()
         (report.rssEndKB, report.fdsEnd) = Self.footprint()
