@@ -106,9 +106,14 @@ public final class ClientConnections: Sendable {
         self.exemptsLoopback = exemptsLoopback
     }
 
+    /// A client on this machine, when those are exempt.
+    private func exempt(_ client: String) -> Bool {
+        exemptsLoopback && (client.hasPrefix("127.") || client == "::1" || client.hasPrefix("::ffff:127."))
+    }
+
     /// Counts a connection from `client`; false (not counted) when it has `limit` open already.
     func admit(_ client: String) -> Bool {
-        if exemptsLoopback, client.hasPrefix("127.") || client == "::1" || client.hasPrefix("::ffff:127.") { return true }
+        if exempt(client) { return true }
         return open.withLock { o in
             guard o[client, default: 0] < limit else { return false }
             o[client, default: 0] += 1
@@ -117,7 +122,7 @@ public final class ClientConnections: Sendable {
     }
 
     func release(_ client: String) {
-        if exemptsLoopback, client.hasPrefix("127.") || client == "::1" || client.hasPrefix("::ffff:127.") { return }
+        if exempt(client) { return }
         open.withLock { o in
             let n = o[client, default: 0] - 1
             o[client] = n > 0 ? n : nil
