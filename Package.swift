@@ -165,7 +165,7 @@ let package = Package(
         .testTarget(name: "TimelapseTests", dependencies: ["Timelapse", "Journal", "ShutterbugCore"]),
         .testTarget(
             name: "SimulatedCameraTests",
-            dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance"]
+            dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance", "TestSupport"]
         ),
         .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", "ImageOutput", "HTTPTransfer", "Upload", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),

@@ -528,38 +528,48 @@ public final class SimulatedCamera: CameraBackend, @unchecked Sendable {
 
             // One lock per frame: wait, then take the request (nil in real time when the queue
             // ran dry: the frame is lost) or learn that the loop must end.
-            let next: (request: SimulatedPipeline.Request?, end: Bool) = lock.withLock {
-                injected = requestedStall
-                requestedStall = nil
-                if realTime {
-                    while !stopping, !lost, MonotonicClock.now() < timing.completion {
-                        lock.wait(until: timing.completion)
+            // Waiters whose instant the clock reached are resumed outside the lock: resuming
+            // takes the task's own lock, which a task being cancelled holds while its
+            // cancellation handler (`liftHold`) waits for this one.
+            var next: (request: SimulatedPipeline.Request?, end: Bool, reached: [CheckedContinuation<Void, Never>])
+            repeat {
+                next = lock.withLock {
+                    if let r = requestedStall {
+                        injected = r
+                        requestedStall = nil
                     }
-                } else {
-                    pendingCompletion = timing.completion
-                    while !stopping, !lost {
-                        // Held (`holdFrames`): the clock reaches the earliest holder's instant
-                        // and stands there; the frames up to it happen, wanted or not.
-                        let barrier = holds.values.min()
-                        let held = barrier.map { timing.completion > $0 } ?? false
-                        if held, let barrier { advanceVirtualNow(to: barrier) }
-                        for c in reachedHolds(all: false) { c.resume() }
-                        let allowed = framesAllowed || barrier != nil
-                        if held || queued.isEmpty || (gated && !(allowed && completions.isConsumerIdle)) {
-                            lock.wait()
-                            continue
+                    if realTime {
+                        while !stopping, !lost, MonotonicClock.now() < timing.completion {
+                            lock.wait(until: timing.completion)
                         }
-                        break
+                    } else {
+                        pendingCompletion = timing.completion
+                        while !stopping, !lost {
+                            // Held (`holdFrames`): the clock reaches the earliest holder's instant
+                            // and stands there; the frames up to it happen, wanted or not.
+                            let barrier = holds.values.min()
+                            let held = barrier.map { timing.completion > $0 } ?? false
+                            if held, let barrier { advanceVirtualNow(to: barrier) }
+                            let reached = reachedHolds(all: false)
+                            if !reached.isEmpty { return (nil, false, reached) }
+                            let allowed = framesAllowed || barrier != nil
+                            if held || queued.isEmpty || (gated && !(allowed && completions.isConsumerIdle)) {
+                                lock.wait()
+                                continue
+                            }
+                            break
+                        }
+                        // The clock is at the newest frame's end once it happens (not while it
+                        // waits to: what reads the clock meanwhile sees the frame before).
+                        advanceVirtualNow(to: timing.completion)
                     }
-                    // The clock is at the newest frame's end once it happens (not while it
-                    // waits to: what reads the clock meanwhile sees the frame before).
-                    advanceVirtualNow(to: timing.completion)
+                    if stopping || lost { return (nil, true, []) }
+                    // Only this thread takes requests off; it does so once the frame completes,
+                    // so a dropped frame leaves the request for the next one.
+                    return (queued.first, false, [])
                 }
-                if stopping || lost { return (nil, true) }
-                // Only this thread takes requests off; it does so once the frame completes,
-                // so a dropped frame leaves the request for the next one.
-                return (queued.first, false)
-            }
+                for c in next.reached { c.resume() }
+            } while !next.reached.isEmpty
             if next.end { return }
             let request = next.request
 
