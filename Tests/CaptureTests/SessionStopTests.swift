@@ -35,3 +35,27 @@ struct SessionStopTests {
         #expect(after.holders == 0 && after.states[slot] != .held(1), "\(after)")
     }
 }
+
+/// Virtual time: `clockReached` judges the machines at an instant the camera's clock has
+/// reached; an instant it has not (a trigger feeder whose wait was cancelled by a reload) must
+/// not fail a capture under way for a stall that never happened.
+@Suite("Virtual time: judged only at instants reached", .timeLimit(.minutes(2)))
+struct ClockReachedTests {
+    @Test("an instant 30 s ahead of the camera's clock fails no capture under way")
+    func unreachedInstantIgnored() async throws {
+        let (session, cam) = try await simulatedSession(.imx219, stream: StreamRequest(role: .still, width: 640, height: 480))
+        // The clock paused where it is: the capture waits for frames that cannot come yet.
+        let holder: UInt64 = 1 << 60
+        cam.setFrameHold(holder, at: SensorTime(nanoseconds: .min))
+        let capture = Task { try await record(session.capture(PhotoSettings(bracket: .exposureBias([-1, 0, 1])))) }
+        try await withDeadline(.seconds(30), "the capture under way in the session") {
+            while await session.capturesInProgress.isEmpty { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        await session.clockReached(cam.now + .seconds(30))
+        cam.setFrameHold(holder, at: nil)
+        let r = try await withDeadline(.seconds(60), "the bracket's three photos") { try await capture.value }
+        #expect(r.photos.count == 3)
+        await session.stop()
+        cam.release()
+    }
+}

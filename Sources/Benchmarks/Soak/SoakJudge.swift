@@ -22,9 +22,35 @@ public struct SoakJudgement: Sendable, Codable {
     /// EV brackets of -2/0/+2 whose steps' exposure × gain do not step by 2 EV (±0.15).
     public var evBracketsJudged = 0
     public var evBracketsWrong: [String] = []
+    /// The jobs' journals (read by sqlite3, not by Shutterbug): files they list that are not
+    /// on disk, slots that failed for want of space, and slots that failed for anything else.
+    public var journalMissing: [String] = []
+    public var slotsFailedForSpace = 0
+    public var slotsFailedOther: [String] = []
 
     public var ok: Bool {
         incomplete.isEmpty && missing.isEmpty && orphans.isEmpty && temporaries.isEmpty && zeroEVWrong.isEmpty && evBracketsWrong.isEmpty
+            && journalMissing.isEmpty && slotsFailedOther.isEmpty
+    }
+
+    /// Whether a reason is the disk's: no space (the writer's, the job's pause, the journal's).
+    public static func forSpace(_ reason: String) -> Bool {
+        ["not enough space", "No space left", "ENOSPC", "database or disk is full"].contains { reason.contains($0) }
+    }
+
+    /// Rows of `sql` on `database`, by the sqlite3 shell (one column per '|'); nil when it fails.
+    static func rows(_ database: String, _ sql: String) -> [[String]]? {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        p.arguments = ["-readonly", "-cmd", ".timeout 5000", database, sql]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return nil }
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { return nil }
+        return text.split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
     }
 
     /// Judges `directory`. Sidecars under a folder named in `jobFolders` are a timelapse job's:
@@ -76,6 +102,26 @@ public struct SoakJudgement: Sendable, Codable {
                 if !(abs(log2(totals[1] / totals[0]) - 2) < 0.15 && abs(log2(totals[2] / totals[1]) - 2) < 0.15) {
                     j.evBracketsWrong.append("\(f): \(totals.map { String(format: "%.0f", $0) })")
                 }
+            }
+        }
+        // A job's journal is its record: a slot whose sidecar could not be written (the disk
+        // full) is there with the files it did write.
+        for folder in jobFolders.sorted() {
+            let db = directory + "/" + folder + "/timelapse.sqlite"
+            guard fm.fileExists(atPath: db) else { continue }
+            guard let files = rows(db, "SELECT path FROM files WHERE deleted = 0;"),
+                  let failed = rows(db, "SELECT idx, reason FROM slots WHERE state = 'failed';") else {
+                j.journalMissing.append("\(folder): the journal could not be read")
+                continue
+            }
+            for f in files.compactMap(\.first) {
+                let path = (f as NSString).standardizingPath
+                listed.insert(path)
+                if !fm.fileExists(atPath: path) { j.journalMissing.append("\(folder) lists \(f)") }
+            }
+            for row in failed {
+                let reason = row.dropFirst().joined(separator: "|")
+                if forSpace(reason) { j.slotsFailedForSpace += 1 } else { j.slotsFailedOther.append("\(folder) slot \(row.first ?? "?"): \(reason)") }
             }
         }
         for p in photos where !listed.contains(((directory + "/" + p) as NSString).standardizingPath) { j.orphans.append(p) }

@@ -14,9 +14,13 @@ import Synchronization
 /// (a zero-shutter-lag photo, and a burst of 2 frames before and 1 after), the second
 /// reloaded with a changed burst half-way; a camera that drops a frame in a hundred and
 /// stalls for 0.9 s now and then (under every limit: nothing may fail for it); as the scene's
-/// light goes from day to night and back. In virtual time: a simulated day is `dayLength` of
-/// the camera's clock (the light's whole cycle), so days pass in seconds. What it leaves is
-/// judged by `SoakJudgement`.
+/// light goes from day to night and back. A second job takes manual brackets (2 ms and 30 ms at
+/// gain 2) as DNG and JPEG at half the rate, keeping at most 24 MB of them. With `fullDisk`, the
+/// card is a tmpfs of its own (as root; otherwise the fault is said not tried) that is filled to
+/// the last byte for a while a third of the way through: what is asked meanwhile fails for
+/// want of space and nothing else, the jobs pause, and all goes on when the space comes back.
+/// In virtual time: a simulated day is `dayLength` of the camera's clock (the light's whole
+/// cycle), so days pass in seconds. What it leaves is judged by `SoakJudgement`.
 public struct SoakScenario: Sendable {
     public var days: Double
     /// The camera's clock per simulated day (the light's period).
@@ -27,8 +31,14 @@ public struct SoakScenario: Sendable {
     /// brightness can be judged at every hour.
     public var dayLux: Double
     public var nightLux: Double
+    /// Fill the card to the last byte for a while (a tmpfs mounted on the directory: as root).
+    public var fullDisk: Bool
+    /// Leave the files (and the card's tmpfs, mounted) to read afterwards.
+    public var keepFiles = false
 
-    public init(days: Double = 1, dayLength: Duration = .seconds(1200), slotsPerDay: Int = 36, seed: UInt64 = 49, dayLux: Double = 4000, nightLux: Double = 40) {
+    public init(days: Double = 1, dayLength: Duration = .seconds(1200), slotsPerDay: Int = 36, seed: UInt64 = 49, dayLux: Double = 4000, nightLux: Double = 40,
+                fullDisk: Bool = true) {
+        self.fullDisk = fullDisk
         self.days = days
         self.dayLength = dayLength
         self.slotsPerDay = slotsPerDay
@@ -57,6 +67,19 @@ public struct SoakScenario: Sendable {
         public var triggerDropped = 0
         public var stalls = 0
         public var reload: [String] = []
+        /// The second job (manual DNG+JPEG brackets, retention by size): its slots by state,
+        /// and the slots retention deleted.
+        public var manualSlots = 0
+        public var manualTaken = 0
+        public var manualSkipped = 0
+        public var manualFailed = 0
+        public var manualMissed = 0
+        public var manualMessage: String?
+        /// The full disk: what was done (or why not), what failed for want of space while it
+        /// lasted (API captures, trigger captures), and what was captured after it.
+        public var fullDisk = "not asked"
+        public var refusedForSpace = 0
+        public var capturesAfterFullDisk = 0
         public var wallSeconds = 0.0
         public var rssStartKB = 0
         public var rssEndKB = 0
@@ -84,6 +107,8 @@ public struct SoakScenario: Sendable {
         var report = Report(days: days)
         let began = ContinuousClock.now
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let card = fullDisk ? SoakCard(directory) : nil
+        report.fullDisk = card?.problem.map { "not tried: \($0)" } ?? (fullDisk ? "" : "not asked")
         var options = SimulationOptions()
         options.clock = .virtual
         options.seed = seed
@@ -99,18 +124,25 @@ public struct SoakScenario: Sendable {
         }
         let declared = CameraService.Declared(triggers: try triggers(post: 1))
         let session = CaptureSession(backend: cam)
-        let config = try await session.start(stream: StreamRequest(role: .still, width: 640, height: 480), preparedBracketCount: 5,
+        // A raw stream beside the JPEGs' for the second job's DNGs, in the sensor's smallest mode.
+        var raw = StreamRequest(role: .raw)
+        (raw.width, raw.height) = (1332, 990)
+        let config = try await session.start(streams: [StreamRequest(role: .still, width: 640, height: 480), raw], preparedBracketCount: 5,
                                              holding: declared.triggers.reduce(HeldFrames.none) { $0.union($1.held) },
                                              bursts: (try triggers(post: 2) + declared.triggers).compactMap(\.burst))
         let output = try OutputDirectory(path: directory, reserve: 64 << 20)
         let writer = try PhotoFileWriter(directory: output, streams: config.streams, camera: CameraDescription(profile: .imx477))
         let service = CameraService(session: session, camera: cam, writer: writer, directory: output, sensorModes: cam.capabilities.sensorModes)
+        let spaceWords = ["not enough space", "No space left", "ENOSPC"]
+        func forSpace(_ text: String) -> Bool { spaceWords.contains { text.contains($0) } }
+        var diskFull = false
         (report.rssStartKB, report.fdsStart) = Self.footprint()
         // The triggers' failures, in their own words.
         let failures = Mutex<[String]>([])
         let listening = Task {
             for await e in service.events.subscribe() {
                 if case .captureFailed(_, let trigger?, let reason) = e { failures.withLock { $0.append("trigger \(trigger): \(reason)") } }
+                if case .captureFailed(_, nil, let reason) = e, !forSpace(reason) { failures.withLock { $0.append("capture: \(reason)") } }
             }
         }
         defer { listening.cancel() }
@@ -123,6 +155,15 @@ public struct SoakScenario: Sendable {
         let start = ISO8601DateFormatter().string(from: Date().addingTimeInterval(2))
         _ = try await service.createJob(JobDefinition(name: "roof", words: ["--interval", "\(Int(interval.secondsValue))s", "--count", "\(slots)", "--ev", "-1,0,1",
                                                                             "--start", start]))
+        report.manualSlots = max(1, slots / 2)
+        // Half an interval after the first job's slots, as one would set two jobs on one camera.
+        let garden = ISO8601DateFormatter().string(from: Date().addingTimeInterval(2 + interval.secondsValue / 2))
+        _ = try await service.createJob(JobDefinition(name: "garden", words: ["--interval", "\(Int(interval.secondsValue * 2))s", "--count", "\(report.manualSlots)",
+                                                                              "--exposures", "2ms,30ms", "--gain", "2", "--format", "dng,jpeg", "--keep", "24MB",
+                                                                              "--start", garden]))
+        // The full disk: from a third of the way through, for a tenth of the slots (one at least).
+        let fillRound = card?.problem == nil && card != nil ? slots / 3 : -1
+        let freeRound = fillRound + max(1, slots / 10)
         var rng = SplitMix64(seed: seed)
         let asks: [(String, String)] = [("photo", "{}"), ("ev", #"{"ev": [-2, 0, 2]}"#), ("manual", #"{"exposuresUs": [500, 60000], "gain": 4}"#), ("photo", "{}")]
         // The API's client asks between slots, at instants on the camera's clock of its own
@@ -173,12 +214,28 @@ public struct SoakScenario: Sendable {
             }
             if s.state == .finished || s.state == .failed || s.state == .stopped { break }
             if !reloaded, done >= slots / 2 {
-                // A reload that changes one trigger (restarted) and keeps the other.
+                // A reload that changes one trigger (restarted) and keeps the other. The
+                // restart waits for the trigger's captures under way, which need frames: the
+                // client's hold is lifted first.
+                cam.setFrameHold(client, at: nil)
                 reloaded = true
                 // (The restarted trigger counts from zero: what it did so far is kept here.)
                 for t in await service.triggerStatuses() where t.name == "pir" { report.add(t.report) }
                 let r = await service.apply(CameraService.Declared(triggers: try triggers(post: 2)))
                 report.reload = r.kept + r.restarted.map { "restarted " + $0 } + r.refused.map { "refused " + $0 }
+            }
+            if round == fillRound, let card {
+                do {
+                    let filled = try card.fill()
+                    diskFull = true
+                    report.fullDisk = "filled \(filled >> 20) MB at round \(round) of \(slots + 1), "
+                } catch {
+                    report.fullDisk = "not tried: \(error)"
+                }
+            } else if round == freeRound, diskFull, let card {
+                card.empty()
+                diskFull = false
+                report.fullDisk += "freed at round \(round)"
             }
             if rng.next() % 6 == 0 {
                 // A short stall: under the limits (2 s), so nothing may fail for it.
@@ -201,17 +258,27 @@ public struct SoakScenario: Sendable {
                     let ask = try JSONDecoder().decode(CameraService.CaptureRequest.self, from: Data(json.utf8))
                     let settings = try CameraService.settings(for: ask, now: service.camera.now, offset: TimelapseRun.wallOffset(await service.session.latestFrame))
                     _ = try await service.capture(settings)
+                    if fillRound >= 0, round > freeRound { report.capturesAfterFullDisk += 1 }
+                } catch let e as ShutterbugError where diskFull && e.code == .noSpace {
+                    report.refusedForSpace += 1
+                } catch let e as CameraService.NothingWritten where diskFull && e.noSpace {
+                    report.refusedForSpace += 1
                 } catch {
-                    report.capturesFailed.append("\(kind) at slot \(done): \(error)")
+                    report.capturesFailed.append("\(kind) at slot \(done)\(diskFull ? " (the disk full)" : ""): \(error)")
                 }
             }
         }
-        // The job's end: its last slot, the clock moved on by the triggers' holds.
+        // The jobs' end: their last slots, the clock moved on by the triggers' holds.
         cam.setFrameHold(client, at: nil)
+        if diskFull, let card { card.empty(); report.fullDisk += "freed at the end" }
         let waitedFrom = ContinuousClock.now
         while true {
-            if let s = await service.jobStatuses().first(where: { $0.name == "roof" }), s.state == .finished || s.state == .failed || s.state == .stopped {
+            let jobs = await service.jobStatuses()
+            let ended = jobs.filter { $0.state == .finished || $0.state == .failed || $0.state == .stopped }
+            if let s = ended.first(where: { $0.name == "roof" }), let g = ended.first(where: { $0.name == "garden" }) {
                 (report.slotsTaken, report.slotsSkipped, report.slotsMissed, report.slotsFailed, report.jobMessage) = (s.taken, s.skipped, s.missed, s.failed, s.message)
+                (report.manualTaken, report.manualSkipped, report.manualFailed, report.manualMissed, report.manualMessage) = (g.taken, g.skipped, g.failed, g.missed, g.message)
+                if g.state == .failed { report.manualMissed += 1 }
                 break
             }
             guard ContinuousClock.now - waitedFrom < .seconds(120) else {
@@ -221,12 +288,78 @@ public struct SoakScenario: Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
         for t in await service.triggerStatuses() { report.add(t.report) }
-        report.capturesFailed += failures.withLock { $0 }
+        // Trigger captures that failed for want of space while the disk was full are the
+        // fault's; any other failure is the product's.
+        let (space, other) = failures.withLock { f in (f.filter(forSpace), f.filter { !forSpace($0) }) }
+        report.refusedForSpace += space.count
+        report.triggerFailures -= space.filter { $0.hasPrefix("trigger") }.count
+        report.capturesFailed += other.filter { $0.hasPrefix("trigger") }
         await service.stopAll("the soak is over")
         await session.stop()
         (report.rssEndKB, report.fdsEnd) = Self.footprint()
-        report.judgement = try SoakJudgement.judge(directory, jobFolders: ["roof"])
+        report.judgement = try SoakJudgement.judge(directory, jobFolders: ["roof", "garden"])
+        if let card, card.problem == nil, !keepFiles { card.unmount() }
         report.wallSeconds = (ContinuousClock.now - began).secondsValue
         return report
+    }
+}
+
+/// The soak's card: a tmpfs of its own mounted on the soak's directory (as root), so filling it
+/// to the last byte fills nothing else. `problem` says why there is none.
+final class SoakCard: Sendable {
+    let path: String
+    let problem: String?
+    private var filler: String { path + "/.soak-filler" }
+
+    init(_ path: String) {
+        self.path = path
+        guard getuid() == 0 else {
+            problem = "filling a disk needs a tmpfs of the soak's own, which needs root"
+            return
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/mount")
+        p.arguments = ["-t", "tmpfs", "-o", "size=512m", "sb-soak-card", path]
+        let err = Pipe()
+        p.standardError = err
+        do {
+            try p.run()
+            p.waitUntilExit()
+            problem = p.terminationStatus == 0 ? nil
+                : "mount -t tmpfs on \(path) failed: \(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))"
+        } catch {
+            problem = "cannot run mount: \(error)"
+        }
+    }
+
+    /// Takes every free byte; returns how many.
+    func fill() throws -> Int64 {
+        var st = statvfs()
+        guard statvfs(path, &st) == 0 else { throw ShutterbugError(.system, "statvfs \(path)", errno: errno) }
+        let free = Int64(st.f_bavail) * Int64(st.f_frsize)
+        let fd = open(filler, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ShutterbugError(.system, "cannot create \(filler)", errno: errno) }
+        defer { close(fd) }
+        let r = posix_fallocate(fd, 0, off_t(free))
+        guard r == 0 || r == ENOSPC else { throw ShutterbugError(.system, "cannot fill \(path)", errno: r) }
+        // Whatever fallocate left, written until not a byte more fits.
+        _ = lseek(fd, 0, SEEK_END)
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        var size = chunk.count
+        while size > 0 {
+            if chunk.withUnsafeMutableBytes({ write(fd, $0.baseAddress, size) }) <= 0 { size /= 16 }
+        }
+        chunk.removeAll()
+        return free
+    }
+
+    func empty() { unlink(filler) }
+
+    func unmount() {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/umount")
+        p.arguments = ["-l", path]
+        try? p.run()
+        p.waitUntilExit()
     }
 }

@@ -16,7 +16,10 @@ struct BenchSoak: AsyncParsableCommand {
             day is --day-length of the camera's clock). Then the folder alone is judged: every \
             file each sidecar lists on disk, no photo none lists, no temporary file; every 0 EV \
             photo by auto exposure (decoded by djpeg) within 1/3 EV of the median of them; every \
-            EV bracket stepping by 2 EV in what its frames carried. Exits 1 when anything is wrong.
+            EV bracket stepping by 2 EV in what its frames carried. A second job takes manual DNG+JPEG \
+            brackets (24 MB kept). As root the folder is a tmpfs of its own, filled to the last byte \
+            for a tenth of the run a third of the way in (--no-full-disk leaves it out). Exits 1 \
+            when anything is wrong.
             """)
 
     @Option(name: .long, help: "Simulated days (0.1...365).")
@@ -34,6 +37,9 @@ struct BenchSoak: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Directory for the files (created, and left to read; without it a temporary one, removed).", valueName: "dir"))
     var dir: String?
 
+    @Flag(name: .long, help: "Leave out the full disk (as root the soak's folder is a tmpfs of its own, filled to the last byte for a while).")
+    var noFullDisk = false
+
     @Flag(name: .long, help: "One JSON object instead of the table.")
     var json = false
 
@@ -49,7 +55,8 @@ struct BenchSoak: AsyncParsableCommand {
         let folder = dir ?? NSTemporaryDirectory() + "sb-bench-soak-\(getpid())"
         // A folder of the caller's is left to read; our own is removed.
         defer { if dir == nil { try? FileManager.default.removeItem(atPath: folder) } }
-        let scenario = SoakScenario(days: days, dayLength: try length(), slotsPerDay: slotsPerDay, seed: seed)
+        var scenario = SoakScenario(days: days, dayLength: try length(), slotsPerDay: slotsPerDay, seed: seed, fullDisk: !noFullDisk)
+        scenario.keepFiles = dir != nil
         let r = try await scenario.run(in: folder, progress: { line in if !json { print("  " + line) } })
         let j = r.judgement
         if json {
@@ -60,15 +67,23 @@ struct BenchSoak: AsyncParsableCommand {
             print("soak: \(String(format2: r.days)) simulated days in \(String(format2: r.wallSeconds)) s")
             print("  captures asked: \(r.photos) photos, \(r.evBrackets) EV brackets, \(r.manualBrackets) manual brackets; \(r.capturesFailed.count) failed")
             print("  timelapse: \(r.slotsTaken) of \(r.slots) slots taken, \(r.slotsSkipped) skipped, \(r.slotsMissed) missed, \(r.slotsFailed) failed\(r.jobMessage.map { " (\($0))" } ?? "")")
+            print("  manual DNG+JPEG job (24 MB kept): \(r.manualTaken) of \(r.manualSlots) slots taken, \(r.manualSkipped) skipped, \(r.manualMissed) missed, \(r.manualFailed) failed\(r.manualMessage.map { " (\($0))" } ?? "")")
+            print("  full disk: \(r.fullDisk); \(r.refusedForSpace) captures refused for want of space meanwhile, \(r.capturesAfterFullDisk) API captures after it")
             print("  triggers (zero shutter lag, and bursts around the trigger): \(r.triggerCaptures) captured, \(r.triggerFailures) failed, \(r.triggerDropped) dropped as busy")
             print("  faults: 1% of frames dropped, \(r.stalls) stalls of 0.9 s; reload: \(r.reload.joined(separator: ", "))")
             print("  judged: \(j.captures) captures, \(j.zeroEVJudged) photos at 0 EV (\(j.zeroEVWrong.count) wrong by more than 1/3 EV), \(j.evBracketsJudged) EV brackets (\(j.evBracketsWrong.count) wrong)")
+            print("  journals: \(j.journalMissing.count) files listed and missing; slots failed: \(j.slotsFailedForSpace) for want of space, \(j.slotsFailedOther.count) for anything else")
             print("  files: \(j.missing.count) listed and missing, \(j.orphans.count) orphan, \(j.incomplete.count) incomplete, \(j.temporaries.count) temporary")
             print("  resident memory \(r.rssStartKB) kB → \(r.rssEndKB) kB, descriptors \(r.fdsStart) → \(r.fdsEnd)")
-            for line in (r.capturesFailed + j.zeroEVWrong + j.evBracketsWrong + j.missing + j.orphans + j.incomplete).prefix(20) { print("  ! " + line) }
+            for line in (r.capturesFailed + j.zeroEVWrong + j.evBracketsWrong + j.missing + j.orphans + j.incomplete + j.journalMissing + j.slotsFailedOther).prefix(20) { print("  ! " + line) }
         }
         // A slot may be skipped as late when a capture asked over the API is under way at its
         // wake (the job then cannot begin on time, and says so); none may fail or go missing.
-        guard j.ok, r.capturesFailed.isEmpty, r.triggerFailures == 0, r.slotsFailed == 0, r.slotsMissed == 0, r.slotsTaken + r.slotsSkipped == r.slots else { throw ExitCode(1) }
+        // A full disk may refuse what is asked while it lasts (for want of space, and nothing
+        // else), and what comes after it must be captured again.
+        let recovered = !r.fullDisk.hasPrefix("filled") || r.capturesAfterFullDisk > 0
+        // A slot may fail only for want of space (the disk filled under it), as its journal says.
+        guard j.ok, r.capturesFailed.isEmpty, r.triggerFailures == 0, r.slotsFailed + r.manualFailed == j.slotsFailedForSpace, r.slotsMissed == 0,
+              r.slotsTaken + r.slotsSkipped + r.slotsFailed == r.slots, r.manualMissed == 0, r.manualTaken > 0 || r.manualSlots < 6, recovered else { throw ExitCode(1) }
     }
 }

@@ -561,8 +561,12 @@ public actor CaptureSession {
     /// handled (`CameraBackend.holdFrames` returned): the machines judge the wait as real
     /// time's ticks would, so a capture the camera stalled under fails at its limit, not when
     /// the next frame comes. Ignored for a real-time camera (its ticks judge).
+    /// An instant the clock has not reached (the wait for it was cancelled, or the camera
+    /// stopped first) is ignored: judged there, a capture under way would fail for a stall
+    /// that never happened (a trigger restarted by a reload while its next instant was 19 s
+    /// ahead failed a timelapse's bracket as "no frame came back for 18.9 s").
     public func clockReached(_ t: SensorTime) {
-        guard camera.pacesByDemand, life.running, backend.completions.isConsumerIdle else { return }
+        guard camera.pacesByDemand, life.running, backend.completions.isConsumerIdle, t <= camera.now() else { return }
         judge(at: t)
     }
 
