@@ -167,7 +167,7 @@ let package = Package(
             name: "SimulatedCameraTests",
             dependencies: ["SimulatedCamera", "ShutterbugCore", "CameraConformance", "TestSupport"]
         ),
-        .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "TestSupport", "Systemd", "ImageOutput", "HTTPTransfer", "Upload", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "ShutterbugCLITests", dependencies: ["shutterbug", "Soak", "TestSupport", "Systemd", "ImageOutput", "HTTPTransfer", "Upload", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
         .testTarget(name: "ServerTests", dependencies: ["Server", "Soak", "TestSupport", "Capture", "CaptureScheduler", "ImageOutput", "Jobs", "SimulatedCamera", "ShutterbugCore",
                                                         .product(name: "Hummingbird", package: "hummingbird"),

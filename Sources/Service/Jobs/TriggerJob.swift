@@ -209,7 +209,19 @@ public final class TriggerJob: Service, Sendable {
                 throw ShutterbugError(e.code, "the camera streamed no settled frame to arm the trigger on: \(e.message)", errno: e.errno)
             }
         }
-        let h = try open(await session.latestFrame?.sensorTimestamp ?? camera.now)
+        let opened = await session.latestFrame?.sensorTimestamp ?? camera.now
+        // Virtual time: the clock held where the source opens until the feeder holds it at the
+        // first trigger's instant; meanwhile the camera would race past it (in `serve`, 1.3 s
+        // past a zero-shutter-lag trigger's first instant, its frame no longer held).
+        let virtual = camera.pacesByDemand && externalSensor == nil
+        if virtual { camera.setFrameHold(holder, at: opened) }
+        let h: TriggerHandle
+        do {
+            h = try open(opened)
+        } catch {
+            if virtual { camera.setFrameHold(holder, at: nil) }
+            throw error
+        }
         handle.withLock { $0 = h }
         // Stopped before the source was open: close it now.
         if stopping.withLock({ $0 }) != nil { h.stop() }
