@@ -77,7 +77,16 @@ public struct SoakJudgement: Sendable, Codable {
                 continue
             }
             j.captures += 1
-            if car["incomplete"] != nil { j.incomplete.append(f) }
+            if let incomplete = car["incomplete"] as? [String: Any] {
+                j.incomplete.append(f)
+                // Photos renamed into place after the sidecar a killed process left, listed by
+                // the next start.
+                for name in incomplete["foundOnRestart"] as? [String] ?? [] {
+                    let path = ((folder + "/" + name) as NSString).standardizingPath
+                    listed.insert(path)
+                    if !fm.fileExists(atPath: path) { j.missing.append("\(f) lists \(name) as found on restart") }
+                }
+            }
             let steps = car["steps"] as? [[String: Any]] ?? []
             for step in steps {
                 for file in (step["files"] as? [[String: Any]] ?? []).compactMap({ $0["path"] as? String }) {

@@ -323,6 +323,22 @@ struct ServeCommand: AsyncParsableCommand {
             // journalled), then the HTTP server (requests in flight complete).
             let group = ServiceGroup(configuration: .init(services: [.init(service: app), .init(service: WorkShutdown(service: service, notifier: notifier))],
                                                           gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            // A camera that went away (or a session that failed for good) cannot be opened again
+            // by this process (libcamera refuses a camera id registered twice in one camera
+            // manager): the jobs and triggers stop as at SIGTERM, their work journalled, and the
+            // service exits 75 for systemd's Restart= to start a new one, which resumes them.
+            let sessionFailed = Mutex<ShutterbugError?>(nil)
+            let failureWatch = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(250))
+                    guard let failure = await session.failureReason else { continue }
+                    sessionFailed.withLock { $0 = failure }
+                    logger.error("the camera failed (\(failure.message)): stopping the jobs and triggers, then exiting 75 so a new process can open it (systemd's Restart= does)")
+                    await group.triggerGracefulShutdown()
+                    return
+                }
+            }
+            defer { failureWatch.cancel() }
             do {
                 try await group.run()
             } catch {
@@ -340,6 +356,7 @@ struct ServeCommand: AsyncParsableCommand {
                 preview.close()
                 logger.notice("\(preview.summaryLine)")
             }
+            if sessionFailed.withLock({ $0 }) != nil { throw ExitCode(75) }
         }
     }
 }

@@ -70,6 +70,50 @@ public final class OutputDirectory: Sendable {
         return removed
     }
 
+    /// Sidecars a process left while its capture ran (it was killed, or the power went) and the
+    /// photos it renamed into place after its last sidecar: each such photo is whole (a file
+    /// gets its final name only once written and synced), and is named in the sidecar under
+    /// `incomplete.foundOnRestart`, so no photo on disk is one that no sidecar lists. The
+    /// steps stay missing: the sidecar has no frame metadata for them (the files carry their
+    /// own). Only the 32 newest captures are looked at. Returns how many sidecars were completed so.
+    @discardableResult
+    public func listPhotosAfterInterruptedSidecars(template: FileNameTemplate) -> Int {
+        guard template.pattern.contains("{capture}"), let regex = template.captureRegex() else { return 0 }
+        var byCapture: [Int: [(full: String, relative: String, name: String)]] = [:]
+        Self.walk(path, depth: template.pattern.split(separator: "/").count - 1) { full, relative, name, isDirectory in
+            guard !isDirectory, !name.hasPrefix("."), !Self.isTemporary(name), let n = template.captureNumber(in: relative, regex: regex) else { return }
+            byCapture[n, default: []].append((full, relative, name))
+        }
+        var completed = 0
+        // Only the newest captures can be a process's last ones (an earlier start saw to the
+        // others): a folder of a year's photos is not read whole at every start.
+        for number in byCapture.keys.sorted().suffix(32) {
+            let files = byCapture[number] ?? []
+            guard let car = files.first(where: { $0.name.hasSuffix(".json") }),
+                  let data = FileManager.default.contents(atPath: car.full),
+                  var object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                  var incomplete = object["incomplete"] as? [String: Any],
+                  (incomplete["error"] as? String)?.hasPrefix(Self.interruptedSidecarError) == true else { continue }
+            let steps = object["steps"] as? [[String: Any]] ?? []
+            var listed = Set(steps.flatMap { ($0["files"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String } })
+            listed.formUnion(incomplete["foundOnRestart"] as? [String] ?? [])
+            let folder = (car.full as NSString).deletingLastPathComponent
+            let found = files.filter { f in
+                !f.name.hasSuffix(".json") && (f.full as NSString).deletingLastPathComponent == folder && !listed.contains(f.name)
+            }.map(\.name).sorted()
+            guard !found.isEmpty else { continue }
+            incomplete["foundOnRestart"] = ((incomplete["foundOnRestart"] as? [String] ?? []) + found).sorted()
+            object["incomplete"] = incomplete
+            guard let out = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted]),
+                  (try? replace(car.relative, with: [UInt8](out))) != nil else { continue }
+            completed += 1
+        }
+        return completed
+    }
+
+    /// How a sidecar written while its capture ran begins its `incomplete.error`.
+    public static let interruptedSidecarError = "written while the capture ran"
+
     /// The file that numbers captures in this directory across runs and processes.
     public static let counterName = ".shutterbug-captures"
 

@@ -112,7 +112,7 @@ struct Sidecar {
             // Replaced by the finished capture's sidecar; still here only when the process ended.
             let done = Set(state.files.compactMap(\.step))
             var f = JSONObject()
-            f.add("error", "written while the capture ran: the process ended before the steps listed here were written")
+            f.add("error", "\(OutputDirectory.interruptedSidecarError): the process ended before the steps listed here were written")
             f.add("missingSteps", numbers: (1...max(record.stepCount, 1)).filter { !done.contains($0) }.map(Double.init))
             o.add("incomplete", object: f)
         } else if let failure = state.failure {
