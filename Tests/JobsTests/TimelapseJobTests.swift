@@ -96,6 +96,37 @@ struct TimelapseJobTests {
         #expect(summary.keogram.map { FileManager.default.fileExists(atPath: $0) } == true)
     }
 
+    @Test("retention keeps the slots an observer still wants (an upload not yet confirmed), oldest first, and deletes them once it no longer does")
+    func retentionWaitsForUploads() async throws {
+        let dir = folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let clock = VirtualCameraClock()
+        // An uploader whose store is away: every file is still wanted until `sent`.
+        let sent = Mutex(false)
+        let token = CaptureObservers.observe(under: dir, { _ in }, wants: { _ in !sent.withLock { $0 } })
+        defer { token.cancel() }
+        var s = spec(count: 5, biases: [0])
+        s.keepBytes = 1
+        let job = TimelapseJob(spec: s, output: dir, reserve: 0, source: .owned(open: Self.opener(options(), clock: clock), stopWhenIdle: nil), clock: clock)
+        let (events, thrown) = await Self.run(job)
+        #expect(thrown == nil, "\(String(describing: thrown))")
+        #expect(Self.slots(events).filter { $0.state == .taken }.count == 5)
+        /// What retention would delete before slot 5 now (the journal opened and let go: it
+        /// holds the job's lock while open).
+        func deletable() throws -> Int {
+            try TimelapseJournal(path: dir + "/timelapse.sqlite", job: s.name, spec: s.journalSpec).slotsToDelete(maxBytes: 1, before: nil, current: 5).count
+        }
+        #expect(try deletable() == 5, "every slot kept though over --keep")
+        // Sent: the next run's retention deletes them (oldest first, all but the newest).
+        sent.withLock { $0 = true }
+        var more = spec(count: 6, biases: [0])
+        more.keepBytes = 1
+        let again = TimelapseJob(spec: more, output: dir, reserve: 0, source: .owned(open: Self.opener(options(), clock: clock), stopWhenIdle: nil), clock: clock)
+        let (_, failed) = await Self.run(again)
+        #expect(failed == nil, "\(String(describing: failed))")
+        #expect(try deletable() == 0, "the five older slots deleted once sent")
+    }
+
     @Test("stop(): the slot in progress completes and is journalled, then the job ends, saying who stopped it; run again, it resumes after that slot")
     func stopAndResume() async throws {
         let dir = folder()

@@ -7,6 +7,8 @@ import Server
 import ShutterbugCore
 import SimulatedCamera
 import Synchronization
+import Upload
+import Logging
 
 /// The service over simulated days: a timelapse job of -1/0/+1 EV brackets; at each of its
 /// slots, one or two captures asked of the service at random (seeded): a photo, a -2/0/+2 EV
@@ -35,6 +37,9 @@ public struct SoakScenario: Sendable {
     public var fullDisk: Bool
     /// Leave the files (and the card's tmpfs, mounted) to read afterwards.
     public var keepFiles = false
+    /// Send every file to an S3 store (SeaweedFS, when installed) that goes away for a while
+    /// two thirds of the way through.
+    public var uploads = true
 
     public init(days: Double = 1, dayLength: Duration = .seconds(1200), slotsPerDay: Int = 36, seed: UInt64 = 49, dayLux: Double = 4000, nightLux: Double = 40,
                 fullDisk: Bool = true) {
@@ -80,6 +85,15 @@ public struct SoakScenario: Sendable {
         public var fullDisk = "not asked"
         public var refusedForSpace = 0
         public var capturesAfterFullDisk = 0
+        /// Uploads: what was done (or why not); files queued, uploaded, failed (with why);
+        /// capture files on disk the journal does not hold, or the bucket does not hold whole;
+        /// objects in the bucket the journal does not account for.
+        public var uploads = "not asked"
+        public var uploadsQueued = 0
+        public var uploadsDone = 0
+        public var uploadsFailed: [String] = []
+        public var notUploaded: [String] = []
+        public var bucketStrays: [String] = []
         public var wallSeconds = 0.0
         public var rssStartKB = 0
         public var rssEndKB = 0
@@ -133,6 +147,32 @@ public struct SoakScenario: Sendable {
         let output = try OutputDirectory(path: directory, reserve: 64 << 20)
         let writer = try PhotoFileWriter(directory: output, streams: config.streams, camera: CameraDescription(profile: .imx477))
         let service = CameraService(session: session, camera: cam, writer: writer, directory: output, sensorModes: cam.capabilities.sensorModes)
+        // The store, and the service's uploader sending every file written under the folder.
+        var store: SeaweedStore?
+        var uploader: Uploader?
+        var uploading: Task<Void, Never>?
+        if uploads {
+            do {
+                let s = try await SeaweedStore(root: NSTemporaryDirectory() + "sb-soak-store-\(getpid())-\(UUID().uuidString.prefix(8))", bucket: "soak")
+                store = s
+                var logger = Logger(label: "soak-uploads")
+                logger.logLevel = .critical
+                let u = try Uploader(try UploadSettings(endpoint: s.bucket.endpoint, bucket: "soak", credentials: s.bucket.credentials, keyTemplate: try KeyTemplate("{path}"),
+                                                        retryBase: .milliseconds(250), retryCap: .seconds(5)),
+                                     folder: directory, logger: logger)
+                service.uploader.withLock { $0 = u }
+                uploader = u
+                uploading = Task { await u.run() }
+                report.uploads = ""
+            } catch {
+                report.uploads = "not tried: \(error)"
+            }
+        }
+        defer {
+            uploading?.cancel()
+            uploader?.stopObserving()
+            store?.remove()
+        }
         let spaceWords = ["not enough space", "No space left", "ENOSPC"]
         func forSpace(_ text: String) -> Bool { spaceWords.contains { text.contains($0) } }
         var diskFull = false
@@ -164,6 +204,9 @@ public struct SoakScenario: Sendable {
         // The full disk: from a third of the way through, for a tenth of the slots (one at least).
         let fillRound = card?.problem == nil && card != nil ? slots / 3 : -1
         let freeRound = fillRound + max(1, slots / 10)
+        // The store away: from two thirds of the way through, for a tenth of the slots.
+        let storeDownRound = store == nil ? -1 : (2 * slots) / 3
+        let storeUpRound = storeDownRound + max(1, slots / 10)
         var rng = SplitMix64(seed: seed)
         let asks: [(String, String)] = [("photo", "{}"), ("ev", #"{"ev": [-2, 0, 2]}"#), ("manual", #"{"exposuresUs": [500, 60000], "gain": 4}"#), ("photo", "{}")]
         // The API's client asks between slots, at instants on the camera's clock of its own
@@ -237,6 +280,13 @@ public struct SoakScenario: Sendable {
                 diskFull = false
                 report.fullDisk += "freed at round \(round)"
             }
+            if round == storeDownRound, let store {
+                store.stop()
+                report.uploads = "the store away at round \(round), "
+            } else if round == storeUpRound, let store {
+                try await store.start()
+                report.uploads += await store.ready() ? "back at round \(round)" : "not back within 90 s"
+            }
             if rng.next() % 6 == 0 {
                 // A short stall: under the limits (2 s), so nothing may fail for it.
                 cam.stall(for: .milliseconds(900))
@@ -296,11 +346,54 @@ public struct SoakScenario: Sendable {
         report.capturesFailed += other.filter { $0.hasPrefix("trigger") }
         await service.stopAll("the soak is over")
         await session.stop()
+        if let store, let uploader {
+            if storeUpRound > round {
+                try await store.start()
+                report.uploads += await store.ready() ? "back at the end" : "not back within 90 s"
+            }
+            // Everything sent, then journal, disk and bucket compared.
+            if !(await uploader.drained(within: .seconds(180))) { report.uploadsFailed.append("not drained within 180 s: \(uploader.status())") }
+            uploading?.cancel()
+            await uploading?.value
+            try await judgeUploads(&report, directory: directory, bucket: store.bucket)
+        }
         (report.rssEndKB, report.fdsEnd) = Self.footprint()
         report.judgement = try SoakJudgement.judge(directory, jobFolders: ["roof", "garden"])
         if let card, card.problem == nil, !keepFiles { card.unmount() }
         report.wallSeconds = (ContinuousClock.now - began).secondsValue
         return report
+    }
+}
+
+extension SoakScenario {
+    /// Journal == disk == bucket: every capture file on disk queued, uploaded and in the bucket
+    /// at its size; every object in the bucket one the journal uploaded (once: keys are one a
+    /// file); every failure said.
+    func judgeUploads(_ report: inout Report, directory: String, bucket: S3Bucket) async throws {
+        let entries = try UploadJournal(folder: directory).entries()
+        report.uploadsQueued = entries.count
+        report.uploadsDone = entries.filter { $0.state == .uploaded }.count
+        report.uploadsFailed += entries.filter { $0.state == .failed }.map { "\($0.path): \($0.error ?? "-")" }
+        let byPath = Dictionary(entries.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        let objects = Dictionary(try await bucket.list().map { ($0.key, $0.bytes) }, uniquingKeysWith: { a, _ in a })
+        let fm = FileManager.default
+        let root = (directory as NSString).standardizingPath
+        if let walk = fm.enumerator(atPath: root) {
+            while let f = walk.nextObject() as? String {
+                let name = (f as NSString).lastPathComponent
+                guard !name.hasPrefix("."), !f.contains("/."), [".jpg", ".dng", ".json"].contains(where: name.hasSuffix),
+                      !name.hasPrefix("keogram"), !name.hasPrefix("contact-sheet") else { continue }
+                let path = root + "/" + f
+                let size = (try? fm.attributesOfItem(atPath: path)[.size] as? Int64) ?? -1
+                guard let e = byPath[path] else { report.notUploaded.append("\(f): never queued"); continue }
+                guard e.state == .uploaded, objects[e.key] == size else {
+                    report.notUploaded.append("\(f): \(e.state), the bucket holds \(objects[e.key].map { "\($0) bytes" } ?? "nothing") of \(size)")
+                    continue
+                }
+            }
+        }
+        let uploadedKeys = Set(entries.filter { $0.state == .uploaded }.map(\.key))
+        report.bucketStrays = objects.keys.filter { !uploadedKeys.contains($0) }.sorted()
     }
 }
 

@@ -18,8 +18,11 @@ struct BenchSoak: AsyncParsableCommand {
             photo by auto exposure (decoded by djpeg) within 1/3 EV of the median of them; every \
             EV bracket stepping by 2 EV in what its frames carried. A second job takes manual DNG+JPEG \
             brackets (24 MB kept). As root the folder is a tmpfs of its own, filled to the last byte \
-            for a tenth of the run a third of the way in (--no-full-disk leaves it out). Exits 1 \
-            when anything is wrong.
+            for a tenth of the run a third of the way in (--no-full-disk leaves it out). Every file \
+            is sent to SeaweedFS (when board/setup-host.sh installed it), which is killed for a \
+            tenth of the run two thirds of the way in: then every capture file on disk must be in \
+            the bucket whole and every object one the upload journal sent. Exits 1 when anything \
+            is wrong.
             """)
 
     @Option(name: .long, help: "Simulated days (0.1...365).")
@@ -69,13 +72,14 @@ struct BenchSoak: AsyncParsableCommand {
             print("  timelapse: \(r.slotsTaken) of \(r.slots) slots taken, \(r.slotsSkipped) skipped, \(r.slotsMissed) missed, \(r.slotsFailed) failed\(r.jobMessage.map { " (\($0))" } ?? "")")
             print("  manual DNG+JPEG job (24 MB kept): \(r.manualTaken) of \(r.manualSlots) slots taken, \(r.manualSkipped) skipped, \(r.manualMissed) missed, \(r.manualFailed) failed\(r.manualMessage.map { " (\($0))" } ?? "")")
             print("  full disk: \(r.fullDisk); \(r.refusedForSpace) captures refused for want of space meanwhile, \(r.capturesAfterFullDisk) API captures after it")
+            print("  uploads: \(r.uploads); \(r.uploadsDone) of \(r.uploadsQueued) files uploaded, \(r.uploadsFailed.count) failed, \(r.notUploaded.count) on disk and not in the bucket whole, \(r.bucketStrays.count) objects the journal does not account for")
             print("  triggers (zero shutter lag, and bursts around the trigger): \(r.triggerCaptures) captured, \(r.triggerFailures) failed, \(r.triggerDropped) dropped as busy")
             print("  faults: 1% of frames dropped, \(r.stalls) stalls of 0.9 s; reload: \(r.reload.joined(separator: ", "))")
             print("  judged: \(j.captures) captures, \(j.zeroEVJudged) photos at 0 EV (\(j.zeroEVWrong.count) wrong by more than 1/3 EV), \(j.evBracketsJudged) EV brackets (\(j.evBracketsWrong.count) wrong)")
             print("  journals: \(j.journalMissing.count) files listed and missing; slots failed: \(j.slotsFailedForSpace) for want of space, \(j.slotsFailedOther.count) for anything else")
             print("  files: \(j.missing.count) listed and missing, \(j.orphans.count) orphan, \(j.incomplete.count) incomplete, \(j.temporaries.count) temporary")
             print("  resident memory \(r.rssStartKB) kB → \(r.rssEndKB) kB, descriptors \(r.fdsStart) → \(r.fdsEnd)")
-            for line in (r.capturesFailed + j.zeroEVWrong + j.evBracketsWrong + j.missing + j.orphans + j.incomplete + j.journalMissing + j.slotsFailedOther).prefix(20) { print("  ! " + line) }
+            for line in (r.capturesFailed + j.zeroEVWrong + j.evBracketsWrong + j.missing + j.orphans + j.incomplete + j.journalMissing + j.slotsFailedOther + r.uploadsFailed + r.notUploaded + r.bucketStrays).prefix(20) { print("  ! " + line) }
         }
         // A slot may be skipped as late when a capture asked over the API is under way at its
         // wake (the job then cannot begin on time, and says so); none may fail or go missing.
@@ -84,6 +88,7 @@ struct BenchSoak: AsyncParsableCommand {
         let recovered = !r.fullDisk.hasPrefix("filled") || r.capturesAfterFullDisk > 0
         // A slot may fail only for want of space (the disk filled under it), as its journal says.
         guard j.ok, r.capturesFailed.isEmpty, r.triggerFailures == 0, r.slotsFailed + r.manualFailed == j.slotsFailedForSpace, r.slotsMissed == 0,
-              r.slotsTaken + r.slotsSkipped + r.slotsFailed == r.slots, r.manualMissed == 0, r.manualTaken > 0 || r.manualSlots < 6, recovered else { throw ExitCode(1) }
+              r.slotsTaken + r.slotsSkipped + r.slotsFailed == r.slots, r.manualMissed == 0, r.manualTaken > 0 || r.manualSlots < 6, recovered,
+              r.uploadsFailed.isEmpty, r.notUploaded.isEmpty, r.bucketStrays.isEmpty else { throw ExitCode(1) }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Soak
 import ImageOutput
 import Logging
 import ShutterbugCore
@@ -57,47 +58,18 @@ struct BenchUpload: AsyncParsableCommand {
         if storeURL != nil, credentialsFile == nil { throw ValidationError("--store-url needs --credentials-file") }
     }
 
-    static var weed: String {
-        if let w = ProcessInfo.processInfo.environment["SHUTTERBUG_WEED"] { return w }
-        let cache = ProcessInfo.processInfo.environment["SHUTTERBUG_CACHE"] ?? (NSHomeDirectory() + "/.cache/shutterbug")
-        return cache + "/seaweedfs/venv-4.48/bin/weed"
-    }
-
-    /// SeaweedFS on free loopback ports, its bucket made; returns the process, the bucket and
-    /// where the store keeps its data.
-    func startStore(in root: String) async throws -> (Process?, S3Bucket, String?) {
+    /// SeaweedFS on free loopback ports, its bucket made (or the store given); returns it (to
+    /// remove at the end) and the bucket.
+    func startStore(in root: String) async throws -> (SeaweedStore?, S3Bucket) {
         if let storeURL, let credentialsFile {
-            return (nil, S3Bucket(endpoint: storeURL, bucket: bucket, region: "us-east-1", credentials: try S3Credentials.load(file: credentialsFile)), nil)
+            return (nil, S3Bucket(endpoint: storeURL, bucket: bucket, region: "us-east-1", credentials: try S3Credentials.load(file: credentialsFile)))
         }
-        guard FileManager.default.isExecutableFile(atPath: Self.weed) else {
-            throw ValidationError("SeaweedFS's weed is not at \(Self.weed): run board/setup-host.sh, or give --store-url")
+        do {
+            let store = try await SeaweedStore(root: root, bucket: bucket)
+            return (store, store.bucket)
+        } catch let e as ShutterbugStoreError {
+            throw ValidationError("\(e) (or give --store-url)")
         }
-        var ports: Set<Int> = []
-        while ports.count < 8 { ports.insert(BenchFleet.freePort()) }
-        let p8 = Array(ports)
-        let keys = S3Credentials(accessKey: "BENCH", secretKey: UUID().uuidString)
-        // The store's data off the measured disk where there is a tmpfs (its writes are the
-        // store's, not the Pi's), else beside.
-        let data = access("/dev/shm", W_OK) == 0 ? "/dev/shm/sb-bench-store-\(getpid())" : root + "/store"
-        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
-        try #"{"identities": [{"name": "bench", "credentials": [{"accessKey": "\#(keys.accessKey)", "secretKey": "\#(keys.secretKey)"}], "actions": ["Admin", "Read", "Write", "List"]}]}"#
-            .write(toFile: root + "/s3.json", atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.weed)
-        p.arguments = ["server", "-dir=\(data)", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.port=\(p8[0])", "-master.port.grpc=\(p8[1])",
-                       "-master.volumeSizeLimitMB=256", "-volume.port=\(p8[2])", "-volume.port.grpc=\(p8[3])", "-volume.max=40", "-filer", "-filer.port=\(p8[4])",
-                       "-filer.port.grpc=\(p8[5])", "-s3", "-s3.port=\(p8[6])", "-s3.port.grpc=\(p8[7])", "-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.config=\(root)/s3.json"]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        let b = S3Bucket(endpoint: "http://127.0.0.1:\(p8[6])", bucket: bucket, region: "us-east-1", credentials: keys)
-        let end = ContinuousClock.now + .seconds(90)
-        while true {
-            if (try? await b.createBucket()) != nil { break }
-            guard ContinuousClock.now < end, p.isRunning else { p.terminate(); throw ValidationError("SeaweedFS did not come up in 90 s") }
-            try await Task.sleep(for: .milliseconds(250))
-        }
-        return (p, b, data)
     }
 
     static func cpu(_ who: __rusage_who) -> Double {
@@ -253,11 +225,10 @@ struct BenchUpload: AsyncParsableCommand {
         guard FileManager.default.isExecutableFile(atPath: exe) else { throw ValidationError("needs the shutterbug binary beside this one (\(exe))") }
         let root = (dir ?? NSTemporaryDirectory()) + "/sb-bench-upload-\(getpid())"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let (store, bucket, storeData) = try await startStore(in: root)
+        let (store, bucket) = try await startStore(in: root)
         defer {
-            if let store { kill(store.processIdentifier, SIGKILL); store.waitUntilExit() }
+            store?.remove()
             try? FileManager.default.removeItem(atPath: root)
-            if let d = storeData { try? FileManager.default.removeItem(atPath: d) }
         }
         let keys = root + "/keys"
         try "\(bucket.credentials.accessKey):\(bucket.credentials.secretKey)\n".write(toFile: keys, atomically: true, encoding: .utf8)

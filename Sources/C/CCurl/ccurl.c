@@ -107,6 +107,10 @@ int sb_http_perform(const sb_http_request *r, sb_http_response *out) {
 	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
 	if (r->connect_timeout_ms > 0) curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
 	if (r->timeout_ms > 0) curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+	if (r->stall_ms > 0) {
+		curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, r->stall_ms < 1000 ? 1L : r->stall_ms / 1000);
+	}
 	if (r->max_send_bytes_per_second > 0) curl_easy_setopt(curl, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)r->max_send_bytes_per_second);
 	if (r->aws_sigv4) curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, r->aws_sigv4);
 	if (r->user_password) curl_easy_setopt(curl, CURLOPT_USERPWD, r->user_password);

@@ -39,11 +39,15 @@ extension HTTPTransfer {
         public var connectTimeout: Duration
         /// The whole transfer's limit; nil: none.
         public var timeout: Duration?
+        /// No byte sent or received for this long cuts the transfer (a peer that hung
+        /// mid-request, which no reset reports); nil: never.
+        public var stallTimeout: Duration?
         public var maxSendBytesPerSecond: Int?
 
         public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: Body = .none,
                     signature: AWSSignature? = nil, connectTimeout: Duration = .seconds(5), timeout: Duration? = .seconds(120),
-                    maxSendBytesPerSecond: Int? = nil) {
+                    maxSendBytesPerSecond: Int? = nil, stallTimeout: Duration? = nil) {
+            self.stallTimeout = stallTimeout
             self.method = method
             self.url = url
             self.headers = headers
@@ -147,6 +151,7 @@ public enum HTTPTransfer {
                 }
                 r.connect_timeout_ms = Int(request.connectTimeout.milliseconds)
                 r.timeout_ms = request.timeout.map { Int($0.milliseconds) } ?? 0
+                r.stall_ms = request.stallTimeout.map { Int($0.milliseconds) } ?? 0
                 r.max_send_bytes_per_second = Int64(request.maxSendBytesPerSecond ?? 0)
                 r.cancel = cancel.map { UnsafePointer($0.pointer) }
                 return sb_http_perform(&r, &out)

@@ -85,6 +85,8 @@ public final class TimelapseRun {
     /// Each taken slot's exposure start less its instant.
     public private(set) var errors: [Duration] = []
     public private(set) var deletedSlots = 0
+    /// The slot retention waits at for its files to be uploaded (said once).
+    var retentionWaiting: Int?
     /// The 0 EV step's settings at the last slot, and the ramp's phase then.
     public private(set) var lastSettings: ExposureRamp.Settings
     public private(set) var lastPhase = "-"
@@ -474,6 +476,15 @@ public final class TimelapseRun {
         guard spec.keepBytes != nil || spec.keepDays != nil else { return }
         let cutoff = spec.keepDays.map { WallClockTime(nanoseconds: now.nanoseconds - Int64($0 * 86_400e9)) }
         for slot in try journal.slotsToDelete(maxBytes: spec.keepBytes, before: cutoff, current: current) {
+            // A slot whose files an uploader has not yet confirmed in the bucket is kept, and
+            // the newer ones with it (oldest go first): retention never costs a photo its only
+            // copy. The card fills beyond --keep meanwhile, and the job pauses if it is full.
+            if CaptureObservers.stillWanted(slot.paths) {
+                if retentionWaiting != slot.index { log("retention: slot \(slot.index)'s files are not uploaded yet; they and the newer ones are kept until they are") }
+                retentionWaiting = slot.index
+                break
+            }
+            retentionWaiting = nil
             for path in slot.paths where unlink(path) != 0 && errno != ENOENT {
                 log("retention: cannot delete \(path): \(String(cString: strerror(errno)))")
             }

@@ -125,6 +125,10 @@ public struct S3Bucket: Sendable {
     /// Bytes a second each transfer may send (nil: no limit).
     public var maxSendBytesPerSecond: Int?
     public var timeout: Duration = .seconds(600)
+    /// A request that moves no byte for this long is cut and tried again: a store that took a
+    /// file whole and never answered (SeaweedFS restarting) held a transfer, and the queue's
+    /// drain, for the whole `timeout`.
+    public var stallTimeout: Duration = .seconds(60)
 
     public init(endpoint: String, bucket: String, region: String, credentials: S3Credentials, maxSendBytesPerSecond: Int? = nil) {
         self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
@@ -165,7 +169,8 @@ public struct S3Bucket: Sendable {
                  body: HTTPTransfer.Request.Body = .none) -> HTTPTransfer.Request {
         HTTPTransfer.Request(method: method, url: url(key, query), headers: [("x-amz-content-sha256", "UNSIGNED-PAYLOAD")] + headers, body: body,
                              signature: .init(region: region, accessKey: credentials.accessKey, secretKey: credentials.secretKey),
-                             connectTimeout: .seconds(10), timeout: timeout, maxSendBytesPerSecond: maxSendBytesPerSecond)
+                             connectTimeout: .seconds(10), timeout: timeout, maxSendBytesPerSecond: maxSendBytesPerSecond,
+                             stallTimeout: stallTimeout)
     }
 
     func perform(_ r: HTTPTransfer.Request, doing what: String, lowPriority: Bool = true) async throws -> HTTPTransfer.Response {

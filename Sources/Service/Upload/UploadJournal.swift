@@ -130,6 +130,16 @@ public final class UploadJournal: @unchecked Sendable {
         }
     }
 
+    /// Whether any of `paths` is queued or being sent.
+    public func unsent(_ paths: [String]) throws -> Bool {
+        guard !paths.isEmpty else { return false }
+        return try locked {
+            let marks = Array(repeating: "?", count: paths.count).joined(separator: ",")
+            let n = try database.query("SELECT count(*) FROM uploads WHERE state IN ('queued', 'sending') AND path IN (\(marks))", paths.map { .text($0) })
+            return (n.first?.first?.int ?? 0) > 0
+        }
+    }
+
     /// The paths this journal knows.
     public func knownPaths() throws -> Set<String> {
         try locked {

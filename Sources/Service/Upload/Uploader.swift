@@ -39,6 +39,8 @@ public final class Uploader: Sendable {
     }
     let health = Mutex(Health())
     private let observer = Mutex<CaptureObservers.Token?>(nil)
+    /// Files written that the journal could not take yet (a full disk).
+    private let unqueued = Mutex<[String]>([])
 
     /// Opens the folder's journal. Files written from now on under `folder` are queued
     /// (`CaptureObservers`) until `stop`.
@@ -49,7 +51,8 @@ public final class Uploader: Sendable {
         bucket = settings.bucketClient
         host = KeyTemplate.hostName
         self.logger = logger
-        let token = CaptureObservers.observe(under: self.folder) { [weak self] files in self?.enqueue(files) }
+        let token = CaptureObservers.observe(under: self.folder, { [weak self] files in self?.enqueue(files) },
+                                             wants: { [weak self] files in self?.unsent(files) ?? false })
         observer.withLock { $0 = token }
     }
 
@@ -65,15 +68,38 @@ public final class Uploader: Sendable {
         return settings.keyTemplate.render(relative: relative, folder: folder, host: host)
     }
 
-    /// Queues files (paths under the folder); a journal that cannot be written is logged (the
-    /// next start finds the files again, `reconcile`).
+    /// Queues files (paths under the folder). Those a journal that cannot be written (a full
+    /// disk) refuses are kept and queued again as the uploader goes on (and found again by the
+    /// next start's `reconcile` should the process end first).
     public func enqueue(_ files: [String]) {
+        let all = unqueued.withLock { u in defer { u = [] }; return u } + files
         do {
-            try journal.enqueue(files.map { ($0, key(for: $0)) })
+            try journal.enqueue(all.map { ($0, key(for: $0)) })
             wake.signal()
         } catch {
-            logger.error("uploads: cannot queue \(files.count) file\(files.count == 1 ? "" : "s") in \(journal.folder)/\(UploadJournal.fileName): \(error); they are found again when the service starts")
+            let first = unqueued.withLock { u in
+                defer { u.append(contentsOf: all) }
+                return u.isEmpty
+            }
+            if first {
+                logger.error("uploads: cannot queue \(all.count) file\(all.count == 1 ? "" : "s") in \(journal.folder)/\(UploadJournal.fileName): \(error); they are queued as soon as the journal takes them")
+            }
         }
+    }
+
+    /// Whether any of `files` is queued and not yet confirmed in the bucket (or waits for the
+    /// journal to take it). A journal that cannot be read says yes: a file is kept rather than
+    /// lost.
+    public func unsent(_ files: [String]) -> Bool {
+        let set = Set(files)
+        if unqueued.withLock({ $0.contains(where: set.contains) }) { return true }
+        return (try? journal.unsent(files)) ?? true
+    }
+
+    /// Files the journal refused, tried again.
+    func queueRefused() {
+        guard unqueued.withLock({ !$0.isEmpty }) else { return }
+        enqueue([])
     }
 
     /// Capture files in the folder written since the journal began that it does not know:
@@ -124,6 +150,7 @@ public final class Uploader: Sendable {
         // finished transfer's task.
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled {
+                queueRefused()
                 let paused = health.withLock { h -> Duration? in
                     guard let until = h.pausedUntil else { return nil }
                     let left = until - .now
@@ -161,6 +188,8 @@ public final class Uploader: Sendable {
                     // Nothing due (or no room): until a file is queued, a transfer ends, or
                     // the next one is due.
                     var nap = Duration.seconds(30)
+                    // Files the journal refused are offered to it again every second.
+                    if unqueued.withLock({ !$0.isEmpty }) { nap = .seconds(1) }
                     if free > 0, let due = try? journal.nextDue() {
                         nap = min(nap, .nanoseconds(max(0, due - UploadJournal.wallNow())) + .milliseconds(5))
                     }
@@ -176,7 +205,7 @@ public final class Uploader: Sendable {
     /// all is done.
     public func drained(within deadline: Duration) async -> Bool {
         let end = ContinuousClock.now + deadline
-        func done() -> Bool { (try? journal.counts().waiting) == 0 && health.withLock { $0.inFlight } == 0 }
+        func done() -> Bool { (try? journal.counts().waiting) == 0 && health.withLock { $0.inFlight } == 0 && unqueued.withLock { $0.isEmpty } }
         while ContinuousClock.now < end {
             if done() { return true }
             try? await Task.sleep(for: .milliseconds(100))

@@ -8,24 +8,40 @@ import Synchronization
 /// reported finished, so a capture reported done is one its observer already has.
 public enum CaptureObservers {
     public typealias Handler = @Sendable (_ files: [String]) -> Void
+    /// Whether any of `files` is still wanted by the observer (queued, not yet sent).
+    public typealias Wants = @Sendable (_ files: [String]) -> Bool
 
-    private static let handlers = Mutex<[Int: (root: String, handler: Handler)]>([:])
+    private static let handlers = Mutex<[Int: (root: String, handler: Handler, wants: Wants?)]>([:])
     private static let nextID = Atomic<Int>(0)
 
     /// Calls `handler` with the full paths of each capture's files under `root` (a file under
     /// a folder inside it too), until the token is cancelled.
-    public static func observe(under root: String, _ handler: @escaping Handler) -> Token {
+    /// `wants`, where given, tells whether files it was handed are still to be dealt with (an
+    /// uploader's queue): retention leaves those alone (`stillWanted`).
+    public static func observe(under root: String, _ handler: @escaping Handler, wants: Wants? = nil) -> Token {
         let id = nextID.add(1, ordering: .relaxed).newValue
         let root = absolute(root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root)
-        handlers.withLock { $0[id] = (root, handler) }
+        handlers.withLock { $0[id] = (root, handler, wants) }
         return Token(id: id)
+    }
+
+    /// Whether an observer whose folder holds any of `files` still wants it (an upload not
+    /// yet confirmed): such files must not be deleted yet.
+    public static func stillWanted(_ files: [String]) -> Bool {
+        let current = handlers.withLock { Array($0.values) }
+        for (root, _, wants) in current {
+            guard let wants else { continue }
+            let mine = files.map(absolute).filter { $0.hasPrefix(root + "/") }
+            if !mine.isEmpty, wants(mine) { return true }
+        }
+        return false
     }
 
     /// Hands `files` (full paths) to every observer whose folder holds them.
     public static func captured(_ files: [String]) {
         guard !files.isEmpty else { return }
         let current = handlers.withLock { Array($0.values) }
-        for (root, handler) in current {
+        for (root, handler, _) in current {
             let mine = files.map(absolute).filter { $0.hasPrefix(root + "/") }
             if !mine.isEmpty { handler(mine) }
         }

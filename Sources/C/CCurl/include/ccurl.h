@@ -24,6 +24,7 @@ typedef struct sb_http_request {
 	const char *user_password;     // "ACCESS:SECRET" for the signature (or basic auth)
 	long connect_timeout_ms;       // 0: libcurl's default
 	long timeout_ms;               // the whole transfer; 0: none
+	long stall_ms;                 // no byte either way for this long: cut (a hung peer); 0: never
 	int64_t max_send_bytes_per_second; // 0: no limit
 	const volatile int *cancel;    // when it reads non-zero, the transfer stops (SB_HTTP_CANCELLED)
 } sb_http_request;
