@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Upload
 
 /// SeaweedFS (weed, installed from PyPI by board/setup-host.sh into the cache, or
@@ -87,16 +88,34 @@ public final class SeaweedStore: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: data)
     }
 
+    /// A loopback port below the kernel's range for outgoing connections' local ends: one from
+    /// that range, freed while the store restarts, can be taken meanwhile by any connection on
+    /// the machine (and the restart then fails with "address already in use").
     public static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &a) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 } }
-        return Int(UInt16(bigEndian: a.sin_port))
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        let ephemeral = bounds.count == 2 ? bounds[0] : 32_768
+        return handedOut.withLock { handed in
+            while true {
+                let port = Int.random(in: 10_000..<max(10_001, ephemeral))
+                guard !handed.contains(port) else { continue }
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                var a = sockaddr_in()
+                a.sin_family = sa_family_t(AF_INET)
+                a.sin_addr.s_addr = INADDR_ANY
+                a.sin_port = UInt16(port).bigEndian
+                let free = withUnsafePointer(to: &a) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 } }
+                close(fd)
+                if free {
+                    handed.insert(port)
+                    return port
+                }
+            }
+        }
     }
+
+    /// Ports handed out by this process: never twice.
+    private static let handedOut = Mutex<Set<Int>>([])
 }
 
 /// Why the store could not be had.

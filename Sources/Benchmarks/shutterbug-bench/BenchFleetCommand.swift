@@ -3,6 +3,7 @@ import Capture
 import Fleet
 import FleetService
 import Foundation
+import Soak
 import ImageOutput
 import Logging
 import MQTT
@@ -85,16 +86,7 @@ struct BenchFleet: AsyncParsableCommand {
         }
     }
 
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &a) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 } }
-        return Int(UInt16(bigEndian: a.sin_port))
-    }
+    static func freePort() -> Int { SeaweedStore.freePort() }
 
     static func wait(_ what: String, _ limit: Duration, _ condition: () -> Bool) async throws {
         let end = ContinuousClock.now + limit

@@ -41,6 +41,8 @@ public final class Uploader: Sendable {
     private let observer = Mutex<CaptureObservers.Token?>(nil)
     /// Files written that the journal could not take yet (a full disk).
     private let unqueued = Mutex<[String]>([])
+    /// Sends' outcomes the journal could not take yet.
+    private let unsettled = Mutex<[@Sendable () throws -> Void]>([])
 
     /// Opens the folder's journal. Files written from now on under `folder` are queued
     /// (`CaptureObservers`) until `stop`.
@@ -94,6 +96,36 @@ public final class Uploader: Sendable {
         let set = Set(files)
         if unqueued.withLock({ $0.contains(where: set.contains) }) { return true }
         return (try? journal.unsent(files)) ?? true
+    }
+
+    /// Journal updates that settle a send (uploaded, to retry, failed), done now or, when the
+    /// journal refuses them (a full disk), kept and done as soon as it takes them: a row
+    /// left claimed would never be sent or counted again in this process. Returns whether it
+    /// was done now.
+    @discardableResult
+    func settle(_ update: @escaping @Sendable () throws -> Void) -> Bool {
+        do {
+            try update()
+            return true
+        } catch {
+            let first = unsettled.withLock { u in
+                defer { u.append(update) }
+                return u.isEmpty
+            }
+            if first { logger.error("uploads: the journal cannot record a send's outcome (\(error)); it is recorded as soon as it can be") }
+            return false
+        }
+    }
+
+    /// Settlements the journal refused, tried again in order.
+    func settleRefused() {
+        let pending = unsettled.withLock { u in defer { u = [] }; return u }
+        for (i, update) in pending.enumerated() {
+            do { try update() } catch {
+                unsettled.withLock { $0.insert(contentsOf: pending[i...], at: 0) }
+                return
+            }
+        }
     }
 
     /// Files the journal refused, tried again.
@@ -151,6 +183,7 @@ public final class Uploader: Sendable {
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled {
                 queueRefused()
+                settleRefused()
                 let paused = health.withLock { h -> Duration? in
                     guard let until = h.pausedUntil else { return nil }
                     let left = until - .now
@@ -189,7 +222,7 @@ public final class Uploader: Sendable {
                     // the next one is due.
                     var nap = Duration.seconds(30)
                     // Files the journal refused are offered to it again every second.
-                    if unqueued.withLock({ !$0.isEmpty }) { nap = .seconds(1) }
+                    if unqueued.withLock({ !$0.isEmpty }) || unsettled.withLock({ !$0.isEmpty }) { nap = .seconds(1) }
                     if free > 0, let due = try? journal.nextDue() {
                         nap = min(nap, .nanoseconds(max(0, due - UploadJournal.wallNow())) + .milliseconds(5))
                     }
@@ -205,7 +238,7 @@ public final class Uploader: Sendable {
     /// all is done.
     public func drained(within deadline: Duration) async -> Bool {
         let end = ContinuousClock.now + deadline
-        func done() -> Bool { (try? journal.counts().waiting) == 0 && health.withLock { $0.inFlight } == 0 && unqueued.withLock { $0.isEmpty } }
+        func done() -> Bool { (try? journal.counts().waiting) == 0 && health.withLock { $0.inFlight } == 0 && unqueued.withLock { $0.isEmpty } && unsettled.withLock { $0.isEmpty } }
         while ContinuousClock.now < end {
             if done() { return true }
             try? await Task.sleep(for: .milliseconds(100))
@@ -225,14 +258,17 @@ public final class Uploader: Sendable {
         var st = stat()
         guard stat(row.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
             let why = "the file is gone (\(String(cString: strerror(errno)))): deleted before it was uploaded"
-            try? journal.failed(row.id, error: why)
+            settle { try self.journal.failed(row.id, error: why) }
             logger.warning("uploads: \(row.path): \(why)")
             return
         }
         let size = UInt64(st.st_size)
         do {
             let (md5, etag) = try await upload(row, size: size)
-            try journal.uploaded(row.id, md5: md5, etag: etag, bytes: Int64(size), mtime: Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec))
+            let mtime = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+            // In the bucket whatever the journal says now: a journal that cannot take it (a
+            // full disk) is told again until it does, never left claimed.
+            guard settle({ try self.journal.uploaded(row.id, md5: md5, etag: etag, bytes: Int64(size), mtime: mtime) }) else { return }
             let recovered = health.withLock { h -> Bool in
                 let was = h.consecutiveFailures > 0
                 h.consecutiveFailures = 0
@@ -243,10 +279,10 @@ public final class Uploader: Sendable {
             // Not a file changed while it was sent (it is queued again, to be sent as it is now).
             if settings.deleteAfterUpload, (try? journal.state(row.id)) == .uploaded { await deleteIfConfirmed(row, etag: etag, size: Int64(size)) }
         } catch is CancellationError {
-            try? journal.retry(row.id, error: "stopped while sending", next: 0)
+            settle { try self.journal.retry(row.id, error: "stopped while sending", next: 0) }
         } catch {
             if Task.isCancelled {
-                try? journal.retry(row.id, error: "stopped while sending", next: 0)
+                settle { try self.journal.retry(row.id, error: "stopped while sending", next: 0) }
                 return
             }
             let s3 = error as? S3Error
@@ -263,7 +299,7 @@ public final class Uploader: Sendable {
                 return (delay, h.lastLogged == kind ? nil : kind)
             }
             let next = UploadJournal.wallNow() + delay.nanosecondsValue
-            try? journal.retry(row.id, error: "\(error)", next: next)
+            settle { try self.journal.retry(row.id, error: "\(error)", next: next) }
             if log != nil {
                 logger.warning("uploads: \(row.key): \(error); tried \(row.attempts) time\(row.attempts == 1 ? "" : "s"), next in \(String(format: "%.1f", delay.secondsValue)) s (the queue waits; the photos stay on the card)")
             }
