@@ -76,6 +76,10 @@ struct CaptureRig {
         let writer = try PhotoFileWriter(directory: directory, streams: configuration.streams, camera: description, template: template,
                                          jpegQuality: jpegQuality, contactSheet: contactSheet)
         try writer.check(formats)
+        // A photo a killed run renamed into place after its capture's last sidecar is named
+        // there (not in a timelapse's folder, whose journal is its record and keeps each
+        // sidecar's checksum).
+        directory.listPhotosAfterInterruptedSidecars(template: template)
         return writer
     }
 

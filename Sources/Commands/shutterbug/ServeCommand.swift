@@ -192,6 +192,9 @@ struct ServeCommand: AsyncParsableCommand {
         try await rig.closing {
             let (cam, session) = (rig.camera, rig.session)
             let writer = try PhotoFileWriter(directory: directory, streams: rig.configuration.streams, camera: rig.description)
+            // A photo a killed run renamed into place after its capture's last sidecar is named
+            // there (the jobs' folders are their journals' to reconcile).
+            directory.listPhotosAfterInterruptedSidecars(template: .default)
             let service = CameraService(session: session, camera: cam, writer: writer, directory: directory, logger: logger, sensorModes: cam.capabilities.sensorModes)
             let notifier = SystemdNotifier.fromProcessEnvironment()
             /// Where the service listens, once it does (READY=1 has been sent then).

@@ -75,7 +75,9 @@ public final class OutputDirectory: Sendable {
     /// gets its final name only once written and synced), and is named in the sidecar under
     /// `incomplete.foundOnRestart`, so no photo on disk is one that no sidecar lists. The
     /// steps stay missing: the sidecar has no frame metadata for them (the files carry their
-    /// own). Only the 32 newest captures are looked at. Returns how many sidecars were completed so.
+    /// own). Only the 32 newest captures are looked at. Not for a timelapse's folder: its
+    /// journal records each sidecar's size and checksum. Returns how many sidecars were
+    /// completed so.
     @discardableResult
     public func listPhotosAfterInterruptedSidecars(template: FileNameTemplate) -> Int {
         guard template.pattern.contains("{capture}"), let regex = template.captureRegex() else { return 0 }

@@ -166,7 +166,6 @@ public final class PhotoFileWriter: Sendable {
         self.metersLuma = metersLuma
         scratch = ScratchMemory(workers: pool.workers)
         directory.removeStaleTemporaries()
-        directory.listPhotosAfterInterruptedSidecars(template: template)
     }
 
     var rawIndex: Int? { streams.firstIndex { $0.pixelFormat.bayer != nil } }
