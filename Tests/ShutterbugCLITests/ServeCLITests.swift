@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTransfer
+import Synchronization
 import TestSupport
 import Testing
 
@@ -16,10 +17,16 @@ struct ServeCLITests {
         let err = Pipe()
         var base = ""
         let dir: String
+        /// Whether `dir` is its own, removed when it stops.
+        private let ownsDir: Bool
+        /// What it said on standard error after it started serving (the last 20,000 characters).
+        let said = Mutex("")
 
         /// `wrapper`: a command that runs the service (`unshare --time … --`), its words first.
-        init(_ extra: [String] = [], environment: [String: String] = [:], wrapper: [String] = []) throws {
-            dir = NSTemporaryDirectory() + "sb-serve-\(UUID().uuidString)"
+        /// `output`: a folder of the caller's (kept by `stop`), else a fresh one.
+        init(_ extra: [String] = [], environment: [String: String] = [:], wrapper: [String] = [], output: String? = nil) throws {
+            dir = output ?? NSTemporaryDirectory() + "sb-serve-\(UUID().uuidString)"
+            ownsDir = output == nil
             let words = ["serve", "--camera", "sim:imx477", "--size", "640x480", "--listen", "127.0.0.1:0", "--output", dir] + extra
             process.executableURL = URL(fileURLWithPath: wrapper.first ?? OutputCLITests.exe)
             process.arguments = wrapper.isEmpty ? words : Array(wrapper.dropFirst()) + [OutputCLITests.exe] + words
@@ -44,27 +51,32 @@ struct ServeCLITests {
                 throw POSIXError(.EIO)
             }
             base = String(text[r])
+            // What it says from now on is kept, and the pipe drained (a full one would block it).
+            err.fileHandleForReading.readabilityHandler = { [weak self] h in
+                let text = String(decoding: h.availableData, as: UTF8.self)
+                self?.said.withLock { $0 = String(($0 + text).suffix(20_000)) }
+            }
         }
 
         /// Starts one, waiting for its address off Swift's cooperative pool: a blocking read
         /// there (seconds on a loaded machine) holds one of its two threads, and every other
         /// test's tasks wait behind it.
-        static func start(_ extra: [String] = [], environment: [String: String] = [:], wrapper: [String] = []) async throws -> Server {
-            try await offPool { try Server(extra, environment: environment, wrapper: wrapper) }
+        static func start(_ extra: [String] = [], environment: [String: String] = [:], wrapper: [String] = [], output: String? = nil) async throws -> Server {
+            try await offPool { try Server(extra, environment: environment, wrapper: wrapper, output: output) }
         }
 
         /// SIGTERM, and its exit waited for off the cooperative pool.
         func stop() async throws -> Int32 {
             kill(process.processIdentifier, SIGTERM)
             try await offPool { self.process.waitUntilExit() }
-            try? FileManager.default.removeItem(atPath: dir)
+            if ownsDir { try? FileManager.default.removeItem(atPath: dir) }
             return process.terminationStatus
         }
 
         /// For a test's clean-up: SIGKILL, nothing waited for.
         func discard() {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            try? FileManager.default.removeItem(atPath: dir)
+            if ownsDir { try? FileManager.default.removeItem(atPath: dir) }
         }
     }
 

@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTransfer
 import Soak
-import Synchronization
 import TestSupport
 import Testing
 
@@ -11,47 +10,11 @@ import Testing
 /// service exits 75 for systemd to start it again. Judged by what the folder holds afterwards.
 @Suite("serve killed -9 and restarted: the folder stays true", .serialized, .timeLimit(.minutes(4)))
 struct ServeKillTests {
-    /// One `serve` on `config`, its URL read from its standard error.
-    final class Run: @unchecked Sendable {
-        let process = Process()
-        let err = Pipe()
-        var base = ""
+    typealias Server = ServeCLITests.Server
 
-        /// What it said after it started serving.
-        let said = Mutex("")
-
-        init(config: String, extra: [String] = []) throws {
-            process.executableURL = URL(fileURLWithPath: OutputCLITests.exe)
-            process.arguments = ["serve", "--camera", "sim:imx477", "--virtual-time", "--size", "640x480", "--listen", "127.0.0.1:0", "--config", config] + extra
-            var env = ProcessInfo.processInfo.environment
-            env["SHUTTERBUG_TOKEN"] = nil
-            process.environment = env
-            process.standardError = err
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            var text = ""
-            while !text.contains("serving ") || !text.hasSuffix("\n") {
-                let chunk = err.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                text += String(decoding: chunk, as: UTF8.self)
-            }
-            guard let serving = text.range(of: "serving "),
-                  let r = text.range(of: #"http://127\.0\.0\.1:\d+/"#, options: .regularExpression, range: serving.upperBound..<text.endIndex) else {
-                process.terminate()
-                throw ShutterbugTestFailure("serve did not start: \(text)")
-            }
-            base = String(text[r])
-            // What it says from now on is kept (and the pipe drained: a full one would block it).
-            err.fileHandleForReading.readabilityHandler = { [weak self] h in
-                let text = String(decoding: h.availableData, as: UTF8.self)
-                self?.said.withLock { $0 = String(($0 + text).suffix(20_000)) }
-            }
-        }
-    }
-
-    struct ShutterbugTestFailure: Error, CustomStringConvertible {
-        var description: String
-        init(_ d: String) { description = d }
+    /// `serve` in virtual time on `config`, writing into `output`.
+    static func run(_ config: String, _ output: String, extra: [String] = []) async throws -> Server {
+        try await Server.start(["--virtual-time", "--config", config] + extra, output: output)
     }
 
     @Test("killed with SIGKILL at 11 random moments while a DNG+JPEG job, a zsl trigger and API brackets run, and its camera gone once (exit 75), started again each time: every file a sidecar or the journal lists is there and whole, none that none lists, no temporary, the journal intact, slots failed only as interrupted, EV brackets stepping by their EV")
@@ -61,7 +24,6 @@ struct ServeKillTests {
         defer { if ProcessInfo.processInfo.environment["SB_KEEP"] == nil { try? FileManager.default.removeItem(atPath: dir) } }
         let config = dir + "/serve.yaml"
         try """
-            output: \(dir)/out
             raw-size: 1332x990
             jobs:
               - name: roof
@@ -74,6 +36,7 @@ struct ServeKillTests {
                 simulated: poisson:3s
                 zsl: true
             """.write(toFile: config, atomically: true, encoding: .utf8)
+        let out = dir + "/out"
         var rng = SystemRandomNumberGenerator()
         var asked = 0
         var cameraGone = false
@@ -82,7 +45,7 @@ struct ServeKillTests {
                 // The camera goes away mid-run (at its 300th frame): the service stops its jobs
                 // and triggers as at SIGTERM and exits 75 for systemd's Restart= to start a new
                 // one, which finds the camera again and resumes the job.
-                let run = try await offPool { try Run(config: config, extra: ["--fault-disconnect-at", "300"]) }
+                let run = try await Self.run(config, out, extra: ["--fault-disconnect-at", "300"])
                 try await withDeadline(.seconds(90), "serve to exit after its camera went away") {
                     try await offPool { run.process.waitUntilExit() }
                 }
@@ -92,7 +55,7 @@ struct ServeKillTests {
                 cameraGone = run.process.terminationStatus == 75
                 continue
             }
-            let run = try await offPool { try Run(config: config) }
+            let run = try await Self.run(config, out)
             // API brackets under way (their answers are not waited for: the kill cuts them off).
             let n = Int.random(in: 0...2, using: &rng)
             asked += n
@@ -110,13 +73,13 @@ struct ServeKillTests {
             }
             for c in clients { await c.value }
             #expect(run.process.terminationReason == .uncaughtSignal, "a run ended by itself: \(run.process.terminationStatus)")
-            let db = dir + "/out/roof/timelapse.sqlite"
+            let db = out + "/roof/timelapse.sqlite"
             if FileManager.default.fileExists(atPath: db) {
                 #expect(try await sqlite(db, "PRAGMA integrity_check") == "ok")
             }
         }
         // Then once more, stopped as systemd stops it.
-        let last = try await offPool { try Run(config: config) }
+        let last = try await Self.run(config, out)
         try await withDeadline(.seconds(60), "a slot taken by the last run") {
             while true {
                 let r = try await HTTPTransfer.perform(HTTPTransfer.Request(method: "GET", url: last.base + "api/jobs", timeout: .seconds(30)))
@@ -125,11 +88,8 @@ struct ServeKillTests {
                 try await Task.sleep(for: .milliseconds(50))
             }
         }
-        kill(last.process.processIdentifier, SIGTERM)
-        try await offPool { last.process.waitUntilExit() }
-        #expect(last.process.terminationStatus == 0)
+        #expect(try await last.stop() == 0)
 
-        let out = dir + "/out"
         let j = try SoakJudgement.judge(out, jobFolders: ["roof"])
         #expect(j.captures > 0)
         #expect(j.missing.isEmpty, "listed by a sidecar, not on disk: \(j.missing.prefix(5))")

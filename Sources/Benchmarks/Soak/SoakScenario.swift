@@ -173,8 +173,7 @@ public struct SoakScenario: Sendable {
             uploader?.stopObserving()
             store?.remove()
         }
-        let spaceWords = ["not enough space", "No space left", "ENOSPC"]
-        func forSpace(_ text: String) -> Bool { spaceWords.contains { text.contains($0) } }
+        let forSpace = SoakJudgement.forSpace
         var diskFull = false
         (report.rssStartKB, report.fdsStart) = Self.footprint()
         // The triggers' failures, in their own words.

@@ -79,6 +79,7 @@ struct BenchSoak: AsyncParsableCommand {
             print("  journals: \(j.journalMissing.count) files listed and missing; slots failed: \(j.slotsFailedForSpace) for want of space, \(j.slotsFailedOther.count) for anything else")
             print("  files: \(j.missing.count) listed and missing, \(j.orphans.count) orphan, \(j.incomplete.count) incomplete, \(j.temporaries.count) temporary")
             print("  resident memory \(r.rssStartKB) kB → \(r.rssEndKB) kB, descriptors \(r.fdsStart) → \(r.fdsEnd)")
+            if dir != nil, r.fullDisk.hasPrefix("filled") { print("  the folder is the soak's tmpfs, left mounted to read: umount \(folder) when done") }
             for line in (r.capturesFailed + j.zeroEVWrong + j.evBracketsWrong + j.missing + j.orphans + j.incomplete + j.journalMissing + j.slotsFailedOther + r.uploadsFailed + r.notUploaded + r.bucketStrays).prefix(20) { print("  ! " + line) }
         }
         // A slot may be skipped as late when a capture asked over the API is under way at its
