@@ -21,6 +21,8 @@ struct ServeCLITests {
         private let ownsDir: Bool
         /// What it said on standard error after it started serving (the last 20,000 characters).
         let said = Mutex("")
+        /// Whether its standard error reached its end (the service and its children exited).
+        private let ended = Mutex(false)
 
         /// `wrapper`: a command that runs the service (`unshare --time … --`), its words first.
         /// `output`: a folder of the caller's (kept by `stop`), else a fresh one.
@@ -53,9 +55,26 @@ struct ServeCLITests {
             base = String(text[r])
             // What it says from now on is kept, and the pipe drained (a full one would block it).
             err.fileHandleForReading.readabilityHandler = { [weak self] h in
-                let text = String(decoding: h.availableData, as: UTF8.self)
+                let data = h.availableData
+                if data.isEmpty {
+                    h.readabilityHandler = nil
+                    self?.ended.withLock { $0 = true }
+                    return
+                }
+                let text = String(decoding: data, as: UTF8.self)
                 self?.said.withLock { $0 = String(($0 + text).suffix(20_000)) }
             }
+        }
+
+        /// Everything it said once its standard error has ended (after it exited), waiting up
+        /// to `seconds` for the last of it to be read; fails the test naming the wait if it never ends.
+        func saidToTheEnd(within seconds: Double = 20) async throws -> String {
+            let clock = ContinuousClock()
+            let end = clock.now + .seconds(seconds)
+            while !self.ended.withLock({ $0 }), clock.now < end { try await Task.sleep(for: .milliseconds(50)) }
+            let ended = self.ended.withLock { $0 }
+            #expect(ended, "standard error of serve (pid \(process.processIdentifier)) never reached its end within \(seconds) s")
+            return said.withLock { $0 }
         }
 
         /// Starts one, waiting for its address off Swift's cooperative pool: a blocking read

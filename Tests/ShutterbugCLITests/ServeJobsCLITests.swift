@@ -266,7 +266,7 @@ struct ServeJobsCLITests {
         kill(s.process.processIdentifier, SIGTERM)
         try await offPool { s.process.waitUntilExit() }
         #expect(s.process.terminationStatus == 0)
-        let err = String(decoding: s.err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let err = try await s.saidToTheEnd()
         #expect(err.contains("job 'long' stopped (the service is stopping): \(before + 1) slots taken this run"), "\(err)")
         let db = s.dir + "/long/timelapse.sqlite"
         // (A first slot without the lock's lead may be recorded skipped, late, before it.)
