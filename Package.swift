@@ -141,7 +141,7 @@ let package = Package(
         // Benchmarks: figures printed side by side, apart from the product.
         // The soak (the service over simulated days, judged by what it leaves): for the bench and
         // the soak test alike.
-        .target(name: "Soak", dependencies: ["Capture", "CaptureScheduler", "ImageOutput", "Jobs", "Server", "ShutterbugCore", "SimulatedCamera", "Upload", .product(name: "Logging", package: "swift-log")], path: "Sources/Benchmarks/Soak"),
+        .target(name: "Soak", dependencies: ["Capture", "CaptureScheduler", "Fleet", "FleetService", "ImageOutput", "Jobs", "MQTT", "Server", "ShutterbugCore", "SimulatedCamera", "Upload", .product(name: "Logging", package: "swift-log")], path: "Sources/Benchmarks/Soak"),
         .executableTarget(
             name: "shutterbug-bench",
             dependencies: [

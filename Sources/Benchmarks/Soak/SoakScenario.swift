@@ -1,8 +1,11 @@
 import Capture
 import CaptureScheduler
+import Fleet
+import FleetService
 import Foundation
 import ImageOutput
 import Jobs
+import MQTT
 import Server
 import ShutterbugCore
 import SimulatedCamera
@@ -21,6 +24,9 @@ import Logging
 /// card is a tmpfs of its own (as root; otherwise the fault is said not tried) that is filled to
 /// the last byte for a while a third of the way through: what is asked meanwhile fails for
 /// want of space and nothing else, the jobs pause, and all goes on when the space comes back.
+/// With `mqtt`, a third of the asks go over MQTT (the service a fleet node on a Mosquitto
+/// broker of its own, as Home Assistant drives it), and the broker is killed for a tenth of the
+/// slots half-way: the asks meanwhile go to the API, the node reconnects when it is back.
 /// In virtual time: a simulated day is `dayLength` of the camera's clock (the light's whole
 /// cycle), so days pass in seconds. What it leaves is judged by `SoakJudgement`.
 public struct SoakScenario: Sendable {
@@ -40,6 +46,9 @@ public struct SoakScenario: Sendable {
     /// Send every file to an S3 store (SeaweedFS, when installed) that goes away for a while
     /// two thirds of the way through.
     public var uploads = true
+    /// Ask a third of the captures over MQTT (Mosquitto, when installed), the broker away for a
+    /// while half-way through.
+    public var mqtt = true
 
     public init(days: Double = 1, dayLength: Duration = .seconds(1200), slotsPerDay: Int = 36, seed: UInt64 = 49, dayLux: Double = 4000, nightLux: Double = 40,
                 fullDisk: Bool = true) {
@@ -94,6 +103,13 @@ public struct SoakScenario: Sendable {
         public var uploadsFailed: [String] = []
         public var notUploaded: [String] = []
         public var bucketStrays: [String] = []
+        /// MQTT: what was done (or why not); captures answered over it; asks made while the
+        /// broker was away (sent to the API instead); wall seconds from the broker's return to
+        /// the node's first answer.
+        public var mqtt = "not asked"
+        public var mqttCaptures = 0
+        public var mqttAskedWhileDown = 0
+        public var mqttBackAfterSeconds: Double?
         public var wallSeconds = 0.0
         public var rssStartKB = 0
         public var rssEndKB = 0
@@ -173,6 +189,42 @@ public struct SoakScenario: Sendable {
             uploader?.stopObserving()
             store?.remove()
         }
+        // The broker, the service as its node, and the client that asks it (as Home Assistant
+        // or a coordinator would), its replies kept by correlation.
+        var broker: SoakBroker?
+        var link: FleetLink?
+        var asker: MQTTClient?
+        let replies = SoakReplies()
+        var reading: Task<Void, Never>?
+        if mqtt {
+            do {
+                let b = try await SoakBroker(root: NSTemporaryDirectory() + "sb-soak-mqtt-\(getpid())-\(UUID().uuidString.prefix(8))")
+                broker = b
+                var settings = MQTTSettings(url: "mqtt://127.0.0.1:\(b.port)")
+                settings.node = "soak"
+                settings.requireClockSync = false
+                settings.statePeriod = .seconds(1)
+                var logger = Logger(label: "soak-mqtt")
+                logger.logLevel = .critical
+                link = try FleetLink(settings, service: service, reload: nil, version: "soak", logger: logger, clock: ClockSyncReader(fixed: ClockSync(source: .chrony, synchronised: true)))
+                let c = try MQTTClient(MQTTOptions(host: "127.0.0.1", port: b.port, clientID: "soak-asker"))
+                c.subscribe("soak/replies")
+                asker = c
+                reading = Task {
+                    for await m in c.messages where m.topic == "soak/replies" {
+                        if let id = m.correlationData { replies.box.withLock { $0[String(decoding: id, as: UTF8.self)] = m.payload } }
+                    }
+                }
+                report.mqtt = ""
+            } catch {
+                report.mqtt = "not tried: \(error)"
+            }
+        }
+        defer {
+            reading?.cancel()
+            asker?.stop()
+            broker?.stop()
+        }
         let forSpace = SoakJudgement.forSpace
         var diskFull = false
         (report.rssStartKB, report.fdsStart) = Self.footprint()
@@ -206,6 +258,12 @@ public struct SoakScenario: Sendable {
         // The store away: from two thirds of the way through, for a tenth of the slots.
         let storeDownRound = store == nil ? -1 : (2 * slots) / 3
         let storeUpRound = storeDownRound + max(1, slots / 10)
+        // The broker away: from half-way (after the reload), for a tenth of the slots.
+        let brokerDownRound = broker == nil ? -1 : slots / 2 + 2
+        let brokerUpRound = brokerDownRound + max(1, slots / 10)
+        var brokerDown = false
+        var brokerBackAt: ContinuousClock.Instant?
+        var mqttAsks = 0
         var rng = SplitMix64(seed: seed)
         let asks: [(String, String)] = [("photo", "{}"), ("ev", #"{"ev": [-2, 0, 2]}"#), ("manual", #"{"exposuresUs": [500, 60000], "gain": 4}"#), ("photo", "{}")]
         // The API's client asks between slots, at instants on the camera's clock of its own
@@ -286,6 +344,16 @@ public struct SoakScenario: Sendable {
                 try await store.start()
                 report.uploads += await store.ready() ? "back at round \(round)" : "not back within 90 s"
             }
+            if round == brokerDownRound, let broker {
+                broker.stop()
+                brokerDown = true
+                report.mqtt = "the broker away at round \(round), "
+            } else if round == brokerUpRound, let broker {
+                try await broker.start()
+                brokerDown = false
+                brokerBackAt = .now
+                report.mqtt += "back at round \(round)"
+            }
             if rng.next() % 6 == 0 {
                 // A short stall: under the limits (2 s), so nothing may fail for it.
                 cam.stall(for: .milliseconds(900))
@@ -301,6 +369,42 @@ public struct SoakScenario: Sendable {
                 case "ev": report.evBrackets += 1
                 case "manual": report.manualBrackets += 1
                 default: report.photos += 1
+                }
+                let overMQTT = asker != nil && rng.next() % 3 == 0
+                if overMQTT, brokerDown { report.mqttAskedWhileDown += 1 }
+                if overMQTT, !brokerDown, let asker, let link {
+                    // The same body as a command to the node, its reply awaited (the node and the
+                    // asker reconnected first, after the broker's return).
+                    mqttAsks += 1
+                    let id = "soak-\(mqttAsks)"
+                    let command = "{\"id\": \"\(id)\", \"command\": \"capture\", " + json.dropFirst()
+                    let answer: [String: Any]
+                    do {
+                        // The camera's clock held where the asker is until the node has the
+                        // capture under way: the broker's trip takes wall time, which in virtual
+                        // time would let the camera run on to the next slot meanwhile.
+                        let before = await session.capturesInProgress
+                        cam.setFrameHold(client, at: cam.now)
+                        answer = try await Self.ask(asker, link, command, id: id, replies: replies,
+                                                    started: { !(await session.capturesInProgress.subtracting(before)).isEmpty },
+                                                    lift: { cam.setFrameHold(client, at: nil) })
+                    } catch {
+                        report.capturesFailed.append("\(kind) over MQTT at slot \(done): \(error)")
+                        continue
+                    }
+                    if let back = brokerBackAt {
+                        report.mqttBackAfterSeconds = (ContinuousClock.now - back).secondsValue
+                        brokerBackAt = nil
+                    }
+                    if answer["ok"] as? Bool == true {
+                        report.mqttCaptures += 1
+                        if fillRound >= 0, round > freeRound { report.capturesAfterFullDisk += 1 }
+                    } else if diskFull, forSpace(answer["error"] as? String ?? "") {
+                        report.refusedForSpace += 1
+                    } else {
+                        report.capturesFailed.append("\(kind) over MQTT at slot \(done)\(diskFull ? " (the disk full)" : ""): \(answer["error"] ?? answer)")
+                    }
+                    continue
                 }
                 do {
                     // What POST /api/capture does with the same body.
@@ -343,6 +447,7 @@ public struct SoakScenario: Sendable {
         report.refusedForSpace += space.count
         report.triggerFailures -= space.filter { $0.hasPrefix("trigger") }.count
         report.capturesFailed += other.filter { $0.hasPrefix("trigger") }
+        await link?.stop()
         await service.stopAll("the soak is over")
         await session.stop()
         if let store, let uploader {
@@ -364,7 +469,45 @@ public struct SoakScenario: Sendable {
     }
 }
 
+/// The replies to the soak's MQTT commands, by correlation.
+final class SoakReplies: Sendable {
+    let box = Mutex<[String: [UInt8]]>([:])
+}
+
 extension SoakScenario {
+    /// Sends `command` to the node over the broker and returns its reply, once both ends are
+    /// connected (at most 60 s) and the reply is in (at most 120 s).
+    /// `started` says whether the node has the capture under way, and `lift` is then called
+    /// (and in any case before this returns).
+    static func ask(_ client: MQTTClient, _ link: FleetLink, _ command: String, id: String, replies: SoakReplies,
+                    started: () async -> Bool, lift: () -> Void) async throws -> [String: Any] {
+        defer { lift() }
+        let clock = ContinuousClock()
+        let connected = clock.now + .seconds(60)
+        while !(client.status.connected && link.client.status.connected) {
+            guard clock.now < connected else {
+                throw ShutterbugError(.timeout, "MQTT: not connected within 60 s (the asker \(client.status.connected ? "connected" : "not connected: \(client.status.problem ?? "-")"), the node \(link.client.status.connected ? "connected" : "not connected: \(link.client.status.problem ?? "-")"))")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        guard client.publish("shutterbug/soak/cmd", Array(command.utf8), qos: 1, responseTopic: "soak/replies", correlationData: Array(id.utf8)) else {
+            throw ShutterbugError(.system, "MQTT: the command \(id) could not be queued")
+        }
+        let answered = clock.now + .seconds(120)
+        var lifted = false
+        while true {
+            if !lifted, await started() {
+                lift()
+                lifted = true
+            }
+            if let payload = replies.box.withLock({ $0.removeValue(forKey: id) }) {
+                return (try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any]) ?? ["ok": false, "error": "a reply that is not a JSON object: \(String(decoding: payload, as: UTF8.self))"]
+            }
+            guard clock.now < answered else { throw ShutterbugError(.timeout, "MQTT: no reply to \(id) within 120 s (\(command))") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     /// Journal == disk == bucket: every capture file on disk queued, uploaded and in the bucket
     /// at its size; every object in the bucket one the journal uploaded (once: keys are one a
     /// file); every failure said.
