@@ -204,6 +204,29 @@ struct TimelapseJobTests {
         await lease.session.stop()
     }
 
+    @Test("in virtual time, another task that runs the camera's clock far ahead (frames 40 s on, again and again) does not carry it past the job's slots: the job holds the clock at each slot's lead, so every slot is taken, none skipped as late")
+    func holdsTheClockAtItsSlots() async throws {
+        let dir = folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let clock = VirtualCameraClock()
+        let lease = try await Self.opener(options(), clock: clock)()
+        defer { lease.camera.release() }
+        let job = TimelapseJob(spec: spec(count: 5, biases: [0]), output: dir, reserve: 0, source: .shared(lease), clock: clock)
+        // What a zsl trigger or an API capture far ahead does to a camera paced by demand: it
+        // asks for frames until its instant, and the camera makes them as fast as it can.
+        let runner = Task {
+            while !Task.isCancelled {
+                if let f = try? await lease.session.captureFrame(exposedAfter: lease.camera.now + .seconds(40), timeout: .seconds(120)) { f.release() }
+            }
+        }
+        let (events, thrown) = await Self.run(job)
+        runner.cancel()
+        #expect(thrown == nil, "\(String(describing: thrown))")
+        let slots = Self.slots(events)
+        #expect(slots.count == 5 && slots.allSatisfy { $0.state == .taken }, "\(slots.map { "\($0.index) \($0.state) \($0.reason ?? "")" })")
+        await lease.session.stop()
+    }
+
     @Test("the camera goes away: a shared session ends the job with CameraGone (the slots so far journalled); a camera of its own is opened again and the job goes on")
     func cameraLost() async throws {
         let clock = VirtualCameraClock()

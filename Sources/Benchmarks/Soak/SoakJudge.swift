@@ -27,6 +27,10 @@ public struct SoakJudgement: Sendable, Codable {
     public var journalMissing: [String] = []
     public var slotsFailedForSpace = 0
     public var slotsFailedOther: [String] = []
+    /// Slots skipped for anything but the disk (a job paused for space): late ones, where other
+    /// captures held the camera at the slot's instant, or a service killed mid-slot. Counted,
+    /// not in `ok`: the rule is that a late slot is skipped, never fired late.
+    public var slotsSkippedOther: [String] = []
 
     public var ok: Bool {
         incomplete.isEmpty && missing.isEmpty && orphans.isEmpty && temporaries.isEmpty && zeroEVWrong.isEmpty && evBracketsWrong.isEmpty
@@ -119,7 +123,8 @@ public struct SoakJudgement: Sendable, Codable {
             let db = directory + "/" + folder + "/timelapse.sqlite"
             guard fm.fileExists(atPath: db) else { continue }
             guard let files = rows(db, "SELECT path FROM files WHERE deleted = 0;"),
-                  let failed = rows(db, "SELECT idx, reason FROM slots WHERE state = 'failed';") else {
+                  let failed = rows(db, "SELECT idx, reason FROM slots WHERE state = 'failed';"),
+                  let skipped = rows(db, "SELECT idx, reason FROM slots WHERE state = 'skipped';") else {
                 j.journalMissing.append("\(folder): the journal could not be read")
                 continue
             }
@@ -131,6 +136,10 @@ public struct SoakJudgement: Sendable, Codable {
             for row in failed {
                 let reason = row.dropFirst().joined(separator: "|")
                 if forSpace(reason) { j.slotsFailedForSpace += 1 } else { j.slotsFailedOther.append("\(folder) slot \(row.first ?? "?"): \(reason)") }
+            }
+            for row in skipped {
+                let reason = row.dropFirst().joined(separator: "|")
+                if !(reason.hasPrefix("paused:") && forSpace(reason)) { j.slotsSkippedOther.append("\(folder) slot \(row.first ?? "?") skipped: \(reason)") }
             }
         }
         for p in photos where !listed.contains(((directory + "/" + p) as NSString).standardizingPath) { j.orphans.append(p) }

@@ -79,15 +79,15 @@ struct BenchSoak: AsyncParsableCommand {
             print("  triggers (zero shutter lag, and bursts around the trigger): \(r.triggerCaptures) captured, \(r.triggerFailures) failed, \(r.triggerDropped) dropped as busy")
             print("  faults: 1% of frames dropped, \(r.stalls) stalls of 0.9 s; reload: \(r.reload.joined(separator: ", "))")
             print("  judged: \(j.captures) captures, \(j.zeroEVJudged) photos at 0 EV (\(j.zeroEVWrong.count) wrong by more than 1/3 EV), \(j.evBracketsJudged) EV brackets (\(j.evBracketsWrong.count) wrong)")
-            print("  journals: \(j.journalMissing.count) files listed and missing; slots failed: \(j.slotsFailedForSpace) for want of space, \(j.slotsFailedOther.count) for anything else")
+            print("  journals: \(j.journalMissing.count) files listed and missing; slots failed: \(j.slotsFailedForSpace) for want of space, \(j.slotsFailedOther.count) for anything else; \(j.slotsSkippedOther.count) skipped for anything but space (late: other captures held the camera)")
             print("  files: \(j.missing.count) listed and missing, \(j.orphans.count) orphan, \(j.incomplete.count) incomplete, \(j.temporaries.count) temporary")
             print("  resident memory \(r.rssStartKB) kB → \(r.rssEndKB) kB, descriptors \(r.fdsStart) → \(r.fdsEnd)")
             if dir != nil, r.fullDisk.hasPrefix("filled") { print("  the folder is the soak's tmpfs, left mounted to read: umount \(folder) when done") }
             for line in (r.capturesFailed + j.zeroEVWrong + j.evBracketsWrong + j.missing + j.orphans + j.incomplete + j.journalMissing + j.slotsFailedOther + r.uploadsFailed + r.notUploaded + r.bucketStrays).prefix(20) { print("  ! " + line) }
         }
-        // A slot may be skipped as late when a capture asked over the API is under way at its
-        // wake (the job then cannot begin on time, and says so); none may fail or go missing.
-        // A full disk may refuse what is asked while it lasts (for want of space, and nothing
+        // A slot may be skipped as late when other captures hold the camera at its instant (the
+        // job then cannot begin on time, and says so; each job holds the camera's clock at its
+        // wake, so it is never asleep past it); none may fail or go missing. A full disk may refuse what is asked while it lasts (for want of space, and nothing
         // else), and what comes after it must be captured again.
         let recovered = !r.fullDisk.hasPrefix("filled") || r.capturesAfterFullDisk > 0
         // A slot may fail only for want of space (the disk filled under it), as its journal says.

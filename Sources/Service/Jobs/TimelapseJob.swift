@@ -213,6 +213,8 @@ public final class TimelapseJob: Service, Sendable {
         var lease: CameraLease
         var writer: PhotoFileWriter
         var startup: Duration
+        /// The job's hold on the camera's clock in virtual time.
+        var clockHold: SlotClockHold
         var camera: any CameraBackend { lease.camera }
         var session: CaptureSession { lease.session }
     }
@@ -239,7 +241,7 @@ public final class TimelapseJob: Service, Sendable {
             // From open to streaming settled frames (a session's start returns after the warm-up).
             let startup: Duration
             if case .owned = source { startup = clock.now - began } else { startup = .zero }
-            return Opened(lease: lease, writer: writer, startup: startup)
+            return Opened(lease: lease, writer: writer, startup: startup, clockHold: SlotClockHold(camera: lease.camera))
         } catch {
             await release(lease)
             throw error
@@ -286,7 +288,9 @@ public final class TimelapseJob: Service, Sendable {
         var cam = try await open(directory)
         var released = false
         defer {
-            // A camera the job opened is the job's to close, however it ends.
+            // The clock given back (a shared camera streams on for the others), and a camera
+            // the job opened is the job's to close, however it ends.
+            cam.clockHold.lift()
             if owned && !released { cam.camera.release() }
         }
         // Whatever ends the job early, its session stops before the defer gives the camera
@@ -378,7 +382,12 @@ public final class TimelapseJob: Service, Sendable {
                 emit(.waiting(Waiting(slot: next, total: schedule.total, wall: schedule.wall(of: next), wait: max(.zero, instant - cam.camera.now), remaining: remaining,
                                       settings: run.lastSettings, phase: run.lastPhase)))
                 // Until the lock's lead before the slot (until the slot itself while paused): the
-                // slot's capture is queued on the session only then.
+                // slot's capture is queued on the session only then. In virtual time the camera's
+                // clock is held there until the capture is queued, and paced while it takes its
+                // frames: others' captures (a trigger's, the API's) would otherwise run it on past
+                // the slot while this task waits its turn, which real time never does (the job
+                // wakes on time). See `SlotClockHold`.
+                let clockHold = cam.clockHold
                 while stopReason == nil {
                     // The keogram and the sheet when asked for (SIGUSR1), while waiting.
                     if control.withLock({ w in defer { w.picturesWanted = false }; return w.picturesWanted }) {
@@ -388,7 +397,12 @@ public final class TimelapseJob: Service, Sendable {
                     let paused = isPaused
                     let until = instant - (paused ? .zero : lead)
                     if cam.camera.now >= until { break }
-                    guard await stream(cam.session, camera: cam.camera, until: until, interrupt: { isPaused != paused || control.withLock { $0.picturesWanted } }) else { break }
+                    let interrupt = { [self] in isPaused != paused || control.withLock { $0.picturesWanted } }
+                    if clockHold.active {
+                        guard await clockHold.hold(until: until, interrupt: { [self] in interrupt() || stopReason != nil }) else { continue }
+                        break
+                    }
+                    guard await stream(cam.session, camera: cam.camera, until: until, interrupt: interrupt) else { break }
                 }
                 if stopReason != nil { break }
                 let result: TimelapseRun.SlotResult
@@ -408,7 +422,8 @@ public final class TimelapseJob: Service, Sendable {
                     } else {
                         let nextInstant = schedule.wall(of: k + 1) - offset
                         let camera = cam.camera
-                        result = try await run.take(k, wall: wall, instant: instant, nextInstant: nextInstant, session: cam.session, writer: cam.writer, now: { camera.now })
+                        result = try await run.take(k, wall: wall, instant: instant, nextInstant: nextInstant, session: cam.session, writer: cam.writer, now: { camera.now },
+                                                    clockHold: clockHold.active ? clockHold : nil)
                     }
                     schedule.taken(k)
                 }
