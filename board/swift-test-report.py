@@ -4,6 +4,8 @@
   swift-test-report.py unfinished LOG   the tests swift-testing started and never ended
   swift-test-report.py stacks GDB_OUT   per thread, its innermost frames in the project's Sources/
                                         or Tests/ (names demangled by `swift demangle` first)
+  swift-test-report.py durations LOG [N]  the N (30) slowest tests and suites of a run, each with
+                                        its seconds, and the run's own time: where the tier's time goes
 """
 import re
 import sys
@@ -49,5 +51,32 @@ def stacks(path):
                 print("      " + f)
 
 
+def durations(path, count="30"):
+    # `✔ Test NAME passed after 12.345 seconds.` (also `with N test cases`, `failed ... with N
+    # issues`), `✔ Suite NAME passed after ...`, `✔ Test run with N tests in M suites passed after`.
+    tests, suites, run = [], [], None
+    pattern = re.compile(r"[✔✘] (Test|Suite) (.+?)(?: with \d+ test cases?)? (?:passed|failed)(?: with \d+ issues?)? after ([\d.]+) seconds")
+    for line in open(path, encoding="utf-8", errors="replace"):
+        m = pattern.search(line)
+        if not m:
+            continue
+        kind, name, seconds = m.group(1), m.group(2), float(m.group(3))
+        if kind == "Test" and name.startswith("run with "):
+            run = (name, seconds)
+        elif kind == "Test":
+            tests.append((seconds, name))
+        else:
+            suites.append((seconds, name))
+    n = int(count)
+    print(f"swift-test: the {min(n, len(tests))} slowest of {len(tests)} tests (seconds, each beside the others running at once)")
+    for seconds, name in sorted(tests, reverse=True)[:n]:
+        print(f"  {seconds:7.1f}  {name[:150]}")
+    print(f"swift-test: the 10 slowest of {len(suites)} suites")
+    for seconds, name in sorted(suites, reverse=True)[:10]:
+        print(f"  {seconds:7.1f}  {name[:150]}")
+    if run:
+        print(f"swift-test: the whole run ({run[0]}) {run[1]:.1f} s")
+
+
 if __name__ == "__main__":
-    {"unfinished": unfinished, "stacks": stacks}[sys.argv[1]](sys.argv[2])
+    {"unfinished": unfinished, "stacks": stacks, "durations": durations}[sys.argv[1]](*sys.argv[2:])

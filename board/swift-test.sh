@@ -49,3 +49,7 @@ while kill -0 "$pid" 2> /dev/null; do
 	sleep 1
 done
 wait "$pid"
+status=$?
+# Where the time went, at the end of every run (passed or not).
+python3 "$here/swift-test-report.py" durations "$log" 30
+exit $status

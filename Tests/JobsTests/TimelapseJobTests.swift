@@ -16,8 +16,8 @@ import Timelapse
 struct TimelapseJobTests {
     /// Slots from two seconds on at least: a slot sooner than the lock's lead cannot be
     /// phase-locked (the frames before it are already gone), wherever the grid happens to fall.
-    func spec(interval: Duration = .seconds(10), count: Int, biases: [Double] = [-1, 0, 1]) -> TimelapseJobSpec {
-        let soon = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + 2_000_000_000)
+    func spec(interval: Duration = .seconds(10), count: Int, biases: [Double] = [-1, 0, 1], startIn seconds: Int64 = 2) -> TimelapseJobSpec {
+        let soon = WallClockTime(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9) + seconds * 1_000_000_000)
         return TimelapseJobSpec(name: "job", biases: biases, manual: nil, formats: [.jpeg], template: FileNameTemplate.default.pattern,
                                 journalSpec: "interval=\(interval) ev=\(biases)", start: soon) { start, _ in
             TimelapseSchedule.Plan(interval: interval, start: start, end: nil, count: count)
@@ -211,15 +211,22 @@ struct TimelapseJobTests {
         let clock = VirtualCameraClock()
         let lease = try await Self.opener(options(), clock: clock)()
         defer { lease.camera.release() }
-        let job = TimelapseJob(spec: spec(count: 5, biases: [0]), output: dir, reserve: 0, source: .shared(lease), clock: clock)
+        // The first slot 6 s on: each with the lock's lead (some 2.6 s) ahead of it.
+        let job = TimelapseJob(spec: spec(count: 5, biases: [0], startIn: 6), output: dir, reserve: 0, source: .shared(lease), clock: clock)
         // What a zsl trigger or an API capture far ahead does to a camera paced by demand: it
-        // asks for frames until its instant, and the camera makes them as fast as it can.
+        // asks for frames until its instant, and the camera makes them as fast as it can. From
+        // the job's first wait on (before it, the job holds nothing yet: a slot the clock passed
+        // while the job was still opening would be late in real time too).
+        let (waiting, said) = AsyncStream.makeStream(of: Void.self)
         let runner = Task {
+            for await _ in waiting { break }
             while !Task.isCancelled {
                 if let f = try? await lease.session.captureFrame(exposedAfter: lease.camera.now + .seconds(40), timeout: .seconds(120)) { f.release() }
             }
         }
-        let (events, thrown) = await Self.run(job)
+        let (events, thrown) = await Self.run(job) { e in
+            if case .waiting = e { said.yield() }
+        }
         runner.cancel()
         #expect(thrown == nil, "\(String(describing: thrown))")
         let slots = Self.slots(events)

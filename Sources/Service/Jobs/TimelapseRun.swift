@@ -316,18 +316,16 @@ public final class TimelapseRun {
     /// the white balance move on for the next slot, whose instant is `nextInstant`. A slot
     /// whose files would not fit passes on time and is recorded as skipped (paused for space);
     /// the job goes on by itself when space returns.
-    /// `clockHold`: the job's hold on a camera in virtual time: paced while the slot's frames
-    /// come, then no further than the next slot's wake (`SlotClockHold`), and left so.
+    /// `clockHold`: the job's hold on a camera in virtual time: lifted once the slot's capture
+    /// is queued on the session, frozen once its frames are in (`SlotClockHold`), and left so.
     public func take(_ k: Int, wall: WallClockTime, instant: SensorTime, nextInstant: SensorTime, session: CaptureSession, writer: PhotoFileWriter,
                      now: @Sendable () -> SensorTime, clockHold: SlotClockHold? = nil) async throws -> SlotResult {
         let biases = spec.biases
-        // Where the next slot's wait ends (its lock's lead before it).
-        let nextWake = nextInstant - TimelapseJob.lead(firstStep: firstStepExposure)
         try retain(before: k, now: wall)
         if let problem = spaceProblem(writer) {
-            clockHold?.pace()
+            clockHold?.lift()
             if let f = try? await session.captureFrame(exposedAfter: instant, timeout: every + .seconds(5)) { f.release() }
-            clockHold?.settle(before: nextWake)
+            clockHold?.freeze()
             if pausedForSpace == nil { log("pausing at slot \(k): \(problem); the job goes on once space is freed") }
             pausedForSpace = problem
             return try notTaken(k, wall: wall, state: .skipped, reason: "paused: \(problem)")
@@ -372,8 +370,9 @@ public final class TimelapseRun {
             // Checksums from the writer, read back as each file is written: an uploader told of
             // the capture may delete its files (--upload-delete-after) before this loop gets to
             // them.
-            clockHold?.pace()
-            for try await e in writer.capture(settings, on: session, number: numbered.number, checksums: true) {
+            // The clock held at the slot's wake until the capture is queued: then the session's
+            // own demand takes it on, frame by frame, as the capture's planning asks.
+            for try await e in writer.capture(settings, on: session, number: numbered.number, checksums: true, queued: { clockHold?.lift() }) {
                 observe?(e)
                 switch e {
                 case .photoCaptured(let s, let m): result.frames.append(.init(step: s.index, metadata: m, bias: biases[s.index]))
@@ -384,9 +383,8 @@ public final class TimelapseRun {
                 case .fileWritten(let f):
                     files.append(.init(path: f.path, bytes: Int(f.bytes), crc32: try f.crc32 ?? Self.crc32(of: f.path)))
                     result.files.append(f.path)
-                // Every frame is in: the clock goes no further than the next slot's wake while
-                // its files are made.
-                case .exposureEnded: clockHold?.settle(before: nextWake)
+                // Every frame is in: the clock stands while its files are made.
+                case .exposureEnded: clockHold?.freeze()
                 case .captureFinished(let r): result.lock = r.phaseLock
                 case .writeFailed(let step, let format, let error): writeFailures.append("\(format)\(step.map { " step \($0)" } ?? ""): \(error)")
                 case .notice(let n): log(n)
@@ -399,7 +397,7 @@ public final class TimelapseRun {
             failure = "\(error)"
             result.cameraTrouble = (error as? ShutterbugError).map { [.cameraLost, .timeout, .system].contains($0.code) } ?? false
         }
-        clockHold?.settle(before: nextWake)
+        clockHold?.freeze()
         // A few frames with AWB running again: what it measures sets the next slot's white
         // balance, locked now, long before that slot's frames are planned. Only where the frames
         // fit before the next slot's lock needs the camera (some 30 frames of its first step):
@@ -407,7 +405,9 @@ public final class TimelapseRun {
         let period = await session.latestFrame?.frameDuration ?? .milliseconds(50)
         let lead = firstStepExposure * 30 + period * 6
         if fadesWhiteBalance, !plain, nextInstant - now() > lead + .seconds(1), (try? await session.configure { $0.autoWhiteBalance = true }) != nil {
+            clockHold?.lift()
             if let f = try? await session.captureFrame(exposedAfter: now() + period * 4, timeout: .seconds(5)) { f.release() }
+            clockHold?.freeze()
             await prepareWhiteBalance(session)
         }
         if await session.failureReason != nil { result.cameraTrouble = true }
