@@ -218,3 +218,12 @@ if Context.environment["SHUTTERBUG_OPTIMIZED_SIMULATOR"] == "1" {
         target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-O"], .when(configuration: .debug))]
     }
 }
+
+// Warnings are errors in this repository's own test builds (SHUTTERBUG_WARNINGS_AS_ERRORS=1, which
+// board/test.sh sets): a clean build stays free of them. Opt-in like the flag above, so that a
+// package depending on Shutterbug never fails to build on a newer compiler's new warning.
+if Context.environment["SHUTTERBUG_WARNINGS_AS_ERRORS"] == "1" {
+    for target in package.targets where target.type != .system && !(target.path ?? "").hasPrefix("Sources/C/") {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-warnings-as-errors"])]
+    }
+}

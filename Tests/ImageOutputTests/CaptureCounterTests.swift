@@ -15,7 +15,7 @@ struct CaptureCounterTests {
         let dir = try OutputDirectory(path: root, reserve: 0)
         try FileManager.default.createDirectory(atPath: root + "/2026-11-25", withIntermediateDirectories: true)
         for n in [7, 41] {
-            FileManager.default.createFile(atPath: root + "/2026-11-25/120000_\(String(format: "%04d", n))_1.jpg", contents: Data([1]))
+            #expect(FileManager.default.createFile(atPath: root + "/2026-11-25/120000_\(String(format: "%04d", n))_1.jpg", contents: Data([1])), "created")
         }
         return (dir, root + "/" + OutputDirectory.counterName)
     }
@@ -40,7 +40,7 @@ struct CaptureCounterTests {
     func emptiedByKill() throws {
         let (dir, counter) = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir.path) }
-        FileManager.default.createFile(atPath: counter, contents: Data())
+        #expect(FileManager.default.createFile(atPath: counter, contents: Data()), "created")
         let n = try dir.nextCaptureNumber(template: template, atLeast: 58)
         #expect(n.number == 58, "a journalled number whose files were never written is not taken again")
         // Longer than before: overwritten, then cut to length, never empty between.

@@ -23,12 +23,12 @@ struct InterruptedSidecarTests {
         try FileManager.default.createDirectory(atPath: day, withIntermediateDirectories: true)
         let fm = FileManager.default
         // Capture 6: killed after step 2's DNG was renamed into place, before its sidecar said so.
-        fm.createFile(atPath: day + "/233944_0006_capture.json", contents: sidecar(incomplete: true, listed: ["233944_0006_1.jpg"]))
-        for name in ["233944_0006_1.jpg", "233944_0006_2.dng", ".shutterbug-999999-1-0.tmp"] { fm.createFile(atPath: day + "/" + name, contents: Data([1])) }
+        #expect(fm.createFile(atPath: day + "/233944_0006_capture.json", contents: sidecar(incomplete: true, listed: ["233944_0006_1.jpg"])), "created")
+        for name in ["233944_0006_1.jpg", "233944_0006_2.dng", ".shutterbug-999999-1-0.tmp"] { #expect(fm.createFile(atPath: day + "/" + name, contents: Data([1])), "created") }
         // Capture 7: finished; a stray photo of its number is not its sidecar's business here.
         let finished = sidecar(incomplete: false, listed: ["233950_0007_1.jpg"])
-        fm.createFile(atPath: day + "/233950_0007_capture.json", contents: finished)
-        for name in ["233950_0007_1.jpg", "233950_0007_2.jpg"] { fm.createFile(atPath: day + "/" + name, contents: Data([1])) }
+        #expect(fm.createFile(atPath: day + "/233950_0007_capture.json", contents: finished), "created")
+        for name in ["233950_0007_1.jpg", "233950_0007_2.jpg"] { #expect(fm.createFile(atPath: day + "/" + name, contents: Data([1])), "created") }
 
         #expect(dir.listPhotosAfterInterruptedSidecars(template: .default) == 1)
         let car = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: day + "/233944_0006_capture.json"))) as? [String: Any])

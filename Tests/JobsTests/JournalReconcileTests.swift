@@ -97,7 +97,7 @@ struct JournalReconcileTests {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir.path) }
         _ = try write(dir, "120000_0001_1.jpg", jpeg)
-        FileManager.default.createFile(atPath: dir.path + "/" + TimelapseRun.journalName, contents: Data())
+        #expect(FileManager.default.createFile(atPath: dir.path + "/" + TimelapseRun.journalName, contents: Data()), "created")
         for _ in 0..<2 {
             #expect {
                 _ = try TimelapseRun.openJournal(in: dir, spec: spec(), log: { _ in })

@@ -254,7 +254,7 @@ struct HTTPAPITests {
                 for convert in [gmtime_r, localtime_r] {
                     _ = convert(&t, &parts)
                     let name = String(format: "%04d-%02d-%02d", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday)
-                    FileManager.default.createFile(atPath: dir + "/" + name, contents: Data("not a folder".utf8))
+                    #expect(FileManager.default.createFile(atPath: dir + "/" + name, contents: Data("not a folder".utf8)), "created")
                 }
             }
         }) { service, _, access in

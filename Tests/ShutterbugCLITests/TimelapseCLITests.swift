@@ -309,7 +309,7 @@ struct TimelapseCLITests {
                     var fs = statvfs()
                     statvfs(dir, &fs)
                     let free = Int(fs.f_bavail) * Int(fs.f_frsize)
-                    FileManager.default.createFile(atPath: filler, contents: Data(count: max(0, free - (1 << 20))))
+                    #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: max(0, free - (1 << 20)))), "created")
                     filled = true
                 } else if filled && !freed && String(decoding: text, as: UTF8.self).contains("\"paused: ") {
                     try FileManager.default.removeItem(atPath: filler)

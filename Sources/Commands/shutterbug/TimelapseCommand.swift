@@ -154,7 +154,7 @@ struct TimelapseCommand: AsyncParsableCommand {
         } catch let exit as ExitCode {
             throw exit
         } catch {
-            await printing.value
+            _ = await printing.value
             switch error {
             case let e as ShutterbugError where e.code == .busy || e.code == .invalidArgument:
                 // Said before the first slot (exit 64): another process runs the job, photos

@@ -169,7 +169,7 @@ public actor FleetNode {
         inFlight += 1
         Task {
             await self.carryOut(command, m)
-            await self.finished()
+            self.finished()
         }
     }
 

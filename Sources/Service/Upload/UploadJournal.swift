@@ -23,6 +23,7 @@ public final class UploadJournal: @unchecked Sendable {
     /// transaction's several (a capture's files queued from the writer while a send settles).
     private let serial = NSLock()
 
+    @discardableResult
     private func locked<T>(_ body: () throws -> T) rethrows -> T {
         serial.lock()
         defer { serial.unlock() }
