@@ -113,6 +113,9 @@ public struct SoakScenario: Sendable {
         public var wallSeconds = 0.0
         public var rssStartKB = 0
         public var rssEndKB = 0
+        /// Resident memory (kB) at the end of each simulated day: a leak grows day by day, a
+        /// cache or an allocator's arenas level off.
+        public var rssByDayKB: [Int] = []
         public var fdsStart = 0
         public var fdsEnd = 0
         public var judgement = SoakJudgement()
@@ -308,6 +311,7 @@ public struct SoakScenario: Sendable {
             rounds.store(round, ordering: .relaxed)
             guard let s = await service.jobStatuses().first(where: { $0.name == "roof" }) else { break }
             let done = s.taken + s.skipped + s.failed + s.missed
+            if done / slotsPerDay > report.rssByDayKB.count { report.rssByDayKB.append(Self.footprint().rss) }
             if done / max(1, slotsPerDay / 4) != lastReported {
                 lastReported = done / max(1, slotsPerDay / 4)
                 progress("slot \(done) of \(slots): \(s.taken) taken")
