@@ -28,11 +28,11 @@ for mode in open token; do
 	if [ -n "$errors" ]; then echo "check-page ($mode): the page's script failed: $errors"; rc=1; fi
 	if [ $mode = open ]; then
 		# The status table filled from /api/status: a row for the newest frame with a number.
-		echo "$dom" | grep -Eq '<td>frame</td><td>[0-9]+</td>' || { echo "check-page (open): the status was not shown"; echo "$dom" | head -c 3000; rc=1; }
+		grep -Eq '<td>frame</td><td>[0-9]+</td>' <<<"$dom" || { echo "check-page (open): the status was not shown"; echo "$dom" | head -c 3000; rc=1; }
 	else
 		# Its own form asks (not hidden), and the page says why.
-		echo "$dom" | grep -q '<form id="token-form">' && echo "$dom" | grep -q 'this camera needs its token' || { echo "check-page (token): the page did not ask for the token"; echo "$dom" | head -c 3000; rc=1; }
-		echo "$dom" | grep -Eq '<td>frame</td><td>[0-9]+</td>' && { echo "check-page (token): API data shown without the token"; rc=1; }
+		grep -q '<form id="token-form">' <<<"$dom" && grep -q 'this camera needs its token' <<<"$dom" || { echo "check-page (token): the page did not ask for the token"; echo "$dom" | head -c 3000; rc=1; }
+		grep -Eq '<td>frame</td><td>[0-9]+</td>' <<<"$dom" && { echo "check-page (token): API data shown without the token"; rc=1; }
 	fi
 	kill -TERM $pid; wait $pid; pid=
 	[ $rc -eq 0 ] && echo "check-page: $mode ok"

@@ -90,8 +90,13 @@ struct BenchSoak: AsyncParsableCommand {
         // wake, so it is never asleep past it); none may fail or go missing. A full disk may refuse what is asked while it lasts (for want of space, and nothing
         // else), and what comes after it must be captured again.
         let recovered = !r.fullDisk.hasPrefix("filled") || r.capturesAfterFullDisk > 0
+        // Memory and descriptors flat: a few descriptors of the uploader's and the broker's
+        // connections at most, and the last day's memory within half again of the first day's
+        // (the caches, pools and allocator's arenas fill on the first day and level off).
+        let flat = r.fdsEnd <= r.fdsStart + 8 && (r.rssByDayKB.first.map { first in r.rssByDayKB.allSatisfy { $0 <= first * 3 / 2 } } ?? true)
+        if !flat { FileHandle.standardError.write("soak: not flat: descriptors \(r.fdsStart) → \(r.fdsEnd), memory at each day's end \(r.rssByDayKB) kB\n".data(using: .utf8)!) }
         // A slot may fail only for want of space (the disk filled under it), as its journal says.
-        guard j.ok, r.capturesFailed.isEmpty, r.triggerFailures == 0, r.slotsFailed + r.manualFailed == j.slotsFailedForSpace, r.slotsMissed == 0,
+        guard j.ok, flat, r.capturesFailed.isEmpty, r.triggerFailures == 0, r.slotsFailed + r.manualFailed == j.slotsFailedForSpace, r.slotsMissed == 0,
               r.slotsTaken + r.slotsSkipped + r.slotsFailed == r.slots, r.manualMissed == 0, r.manualTaken > 0 || r.manualSlots < 6, recovered,
               r.uploadsFailed.isEmpty, r.notUploaded.isEmpty, r.bucketStrays.isEmpty,
               r.mqtt.hasPrefix("not") || r.mqttCaptures > 0 || r.slots < 6 else { throw ExitCode(1) }

@@ -288,7 +288,13 @@ public final class PhotoFileWriter: Sendable {
                                                 keogramColumn: Keogram.column(yuv), thumbnail: Thumbnailer(frame: yuv)))
                     }
                     let base = name!(stepNumber)
-                    let interim = steps > 1 ? planned.map { ($0, name!(nil) + ".json") } : nil
+                    let interim = planned.map { ($0, name!(nil) + ".json") }
+                    // The interim sidecar is on disk before any photo is named: a process killed
+                    // between a photo and its sidecar left a photo nothing listed (the serve kill
+                    // test found two). A restart completes the interim one from the files found.
+                    if let (planned, relative) = interim, record.sidecarPath.withLock({ $0 }) == nil {
+                        writeInterimSidecar(settings, planned: planned, record: record, relative: relative)
+                    }
                     unused -= memory
                     record.jobStarted()
                     pool.submit(bytes: memory) { [self] worker in
@@ -312,7 +318,7 @@ public final class PhotoFileWriter: Sendable {
                                 record.add(tile: ContactSheet.tile(rgb: p.rgb, width: p.width, height: p.height, labels: labels), step: stepNumber)
                             }
                         }
-                        if let (planned, relative) = interim {
+                        if steps > 1, let (planned, relative) = interim {
                             self.writeInterimSidecar(settings, planned: planned, record: record, relative: relative)
                         }
                         record.jobFinished()
