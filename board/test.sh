@@ -98,10 +98,13 @@ run_tier libcamera Cross/check-libcamera.sh system trixie sid rpt next
 # The board runs everything twice over: against Debian 12's libcamera and against the Raspberry
 # Pi fork (built by the libcamera tier), for which the bridge and tests are built here first.
 board() {
-	local prefix pc
+	local prefix pc t=$SECONDS
 	prefix=$(Cross/build-libcamera-fork.sh rpt) && pc=$(Cross/fork-pkg-config.sh) &&
+		echo "--- virtual-board: the fork's libcamera in $((SECONDS - t)) s" && t=$SECONDS &&
 		PKG_CONFIG_PATH=$pc swift build --build-tests --scratch-path .build-fork &&
-		board/virtual/run.sh --timeout 1200 -- env SHUTTERBUG_FORK_PREFIX="$prefix" bash board/virtual/tier.sh
+		echo "--- virtual-board: the build against it in $((SECONDS - t)) s" && t=$SECONDS &&
+		board/virtual/run.sh --timeout 1200 -- env SHUTTERBUG_FORK_PREFIX="$prefix" bash board/virtual/tier.sh &&
+		echo "--- virtual-board: the board (its kernel cached) in $((SECONDS - t)) s"
 }
 run_tier virtual-board board
 run_tier cross Cross/test-cross.sh

@@ -7,8 +7,11 @@ set -u
 build=${SHUTTERBUG_BUILD_DIR:-.build/debug}
 failed=0
 step() {
+	local start=$SECONDS
 	echo "--- board: $*"
 	"$@" || { echo "--- board: FAILED: $*"; failed=1; }
+	# Where the tier's time goes: the steps that take a while say how long.
+	[ $((SECONDS - start)) -lt 3 ] || echo "--- board: done in $((SECONDS - start)) s"
 }
 
 # udevd, so libcamera hears of a camera that goes away and comes back (vimc unbound and bound
