@@ -383,10 +383,10 @@ public final class TimelapseJob: Service, Sendable {
                                       settings: run.lastSettings, phase: run.lastPhase)))
                 // Until the lock's lead before the slot (until the slot itself while paused): the
                 // slot's capture is queued on the session only then. In virtual time the camera's
-                // clock is held there until the capture is queued, and paced while it takes its
-                // frames: others' captures (a trigger's, the API's) would otherwise run it on past
-                // the slot while this task waits its turn, which real time never does (the job
-                // wakes on time). See `SlotClockHold`.
+                // clock is held there until the capture is queued, and again once its frames are
+                // in, while its files are written: others' captures (a trigger's, the API's) would
+                // otherwise run it on past the slot while this task waits its turn, which real
+                // time never does (the job wakes on time). See `SlotClockHold`.
                 let clockHold = cam.clockHold
                 while stopReason == nil {
                     // The keogram and the sheet when asked for (SIGUSR1), while waiting.
