@@ -141,6 +141,9 @@ public struct SoakScenario: Sendable {
         let began = ContinuousClock.now
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let card = fullDisk ? SoakCard(directory) : nil
+        // The card's tmpfs goes with the run however it ends (a run that threw left it mounted),
+        // unless its files are to be read afterwards.
+        defer { if let card, card.problem == nil, !keepFiles { card.unmount() } }
         report.fullDisk = card?.problem.map { "not tried: \($0)" } ?? (fullDisk ? "" : "not asked")
         var options = SimulationOptions()
         options.clock = .virtual
@@ -467,7 +470,6 @@ public struct SoakScenario: Sendable {
         }
         (report.rssEndKB, report.fdsEnd) = Self.footprint()
         report.judgement = try SoakJudgement.judge(directory, jobFolders: ["roof", "garden"])
-        if let card, card.problem == nil, !keepFiles { card.unmount() }
         report.wallSeconds = (ContinuousClock.now - began).secondsValue
         return report
     }

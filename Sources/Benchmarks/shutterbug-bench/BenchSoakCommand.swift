@@ -81,7 +81,7 @@ struct BenchSoak: AsyncParsableCommand {
             print("  judged: \(j.captures) captures, \(j.zeroEVJudged) photos at 0 EV (\(j.zeroEVWrong.count) wrong by more than 1/3 EV), \(j.evBracketsJudged) EV brackets (\(j.evBracketsWrong.count) wrong)")
             print("  journals: \(j.journalMissing.count) files listed and missing; slots failed: \(j.slotsFailedForSpace) for want of space, \(j.slotsFailedOther.count) for anything else; \(j.slotsSkippedOther.count) skipped for anything but space (late: other captures held the camera)")
             print("  files: \(j.missing.count) listed and missing, \(j.orphans.count) orphan, \(j.incomplete.count) incomplete, \(j.temporaries.count) temporary")
-            print("  resident memory \(r.rssStartKB) kB → \(r.rssEndKB) kB (at each day's end: \(r.rssByDayKB.map { "\($0 / 1024) MB" }.joined(separator: ", "))), descriptors \(r.fdsStart) → \(r.fdsEnd)")
+            print("  resident memory \(r.rssStartKB) kB → \(r.rssEndKB) kB\(r.rssByDayKB.isEmpty ? "" : " (at each day's end: " + r.rssByDayKB.map { "\($0 / 1024) MB" }.joined(separator: ", ") + ")"), descriptors \(r.fdsStart) → \(r.fdsEnd)")
             if dir != nil, r.fullDisk.hasPrefix("filled") { print("  the folder is the soak's tmpfs, left mounted to read: umount \(folder) when done") }
             for line in (r.capturesFailed + j.zeroEVWrong + j.evBracketsWrong + j.missing + j.orphans + j.incomplete + j.journalMissing + j.slotsFailedOther + r.uploadsFailed + r.notUploaded + r.bucketStrays).prefix(20) { print("  ! " + line) }
         }
