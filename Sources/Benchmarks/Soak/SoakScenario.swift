@@ -377,7 +377,9 @@ public struct SoakScenario: Sendable {
                 case "manual": report.manualBrackets += 1
                 default: report.photos += 1
                 }
-                let overMQTT = asker != nil && rng.next() % 3 == 0
+                // (Drawn whether or not Mosquitto is here: the seed decides the rest of the run alike.)
+                let mqttDraw = rng.next() % 3 == 0
+                let overMQTT = asker != nil && mqttDraw
                 if overMQTT, brokerDown { report.mqttAskedWhileDown += 1 }
                 if overMQTT, !brokerDown, let asker, let link {
                     // The same body as a command to the node, its reply awaited (the node and the

@@ -289,15 +289,16 @@ public final class PhotoFileWriter: Sendable {
                     }
                     let base = name!(stepNumber)
                     let interim = planned.map { ($0, name!(nil) + ".json") }
-                    // The interim sidecar is on disk before any photo is named: a process killed
-                    // between a photo and its sidecar left a photo nothing listed (the serve kill
-                    // test found two). A restart completes the interim one from the files found.
-                    if let (planned, relative) = interim, record.sidecarPath.withLock({ $0 }) == nil {
-                        writeInterimSidecar(settings, planned: planned, record: record, relative: relative)
-                    }
                     unused -= memory
                     record.jobStarted()
                     pool.submit(bytes: memory) { [self] worker in
+                        // The interim sidecar is on disk before any photo is named (by whichever
+                        // step's job comes first, off the capture's event loop): a process killed
+                        // between a photo and its sidecar left a photo nothing listed (the serve
+                        // kill test found two). A restart completes it from the files found.
+                        if let (planned, relative) = interim {
+                            self.writeInterimSidecar(settings, planned: planned, record: record, relative: relative, onlyTheFirst: true)
+                        }
                         if let raw {
                             self.writeFile(base + ".dng", step: stepNumber, format: "dng", size: (raw.width, raw.height), record: record, out: out) { fd in
                                 try DNGEncoder.write(raw, facts: facts, colourGains: metadata.colourGains, to: fd)
@@ -387,8 +388,11 @@ public final class PhotoFileWriter: Sendable {
     /// still to come), so a process killed mid-bracket leaves no step undescribed. The first
     /// one takes a new name as every file does; later ones and the final sidecar replace it.
     /// Best effort: the final sidecar reports a write that fails.
-    private func writeInterimSidecar(_ settings: PhotoSettings, planned: ResolvedPhotoSettings, record: CaptureRecord, relative: String) {
+    /// `onlyTheFirst`: written only where none is yet (before a step's files are named).
+    private func writeInterimSidecar(_ settings: PhotoSettings, planned: ResolvedPhotoSettings, record: CaptureRecord, relative: String,
+                                     onlyTheFirst: Bool = false) {
         record.sidecarPath.withLock { path in
+            if onlyTheFirst && path != nil { return }
             let sidecar = Sidecar(settings: settings, resolved: planned, camera: camera, record: record, jpegQuality: jpegQuality,
                                   directory: directory.path, sidecarPath: relative, inProgress: true)
             if let path {
