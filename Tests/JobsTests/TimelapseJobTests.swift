@@ -45,8 +45,19 @@ struct TimelapseJobTests {
         }
     }
 
-    static func run(_ job: TimelapseJob, onEvent: @escaping @Sendable (TimelapseJob.Event) -> Void = { _ in }) async -> ([TimelapseJob.Event], (any Error)?) {
-        await collect(job.events, onEvent: onEvent) { try await job.run() }
+    /// Runs `job` to its end, with a deadline: past it the job is stopped (so its stream ends)
+    /// and the test fails saying so.
+    static func run(_ job: TimelapseJob, deadline: Duration = .seconds(120),
+                    onEvent: @escaping @Sendable (TimelapseJob.Event) -> Void = { _ in }) async -> ([TimelapseJob.Event], (any Error)?) {
+        let running = Task { try await job.run() }
+        let watchdog = Task {
+            guard (try? await Task.sleep(for: deadline)) != nil else { return }
+            Issue.record("the job did not end within \(deadline) of wall time; stopped and cancelled")
+            job.stop("the test's deadline passed")
+            running.cancel()
+        }
+        defer { watchdog.cancel() }
+        return await collect(job.events, onEvent: onEvent) { try await running.value }
     }
 
     static func slots(_ events: [TimelapseJob.Event]) -> [TimelapseRun.SlotResult] {

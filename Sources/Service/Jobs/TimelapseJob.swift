@@ -241,7 +241,12 @@ public final class TimelapseJob: Service, Sendable {
             // From open to streaming settled frames (a session's start returns after the warm-up).
             let startup: Duration
             if case .owned = source { startup = clock.now - began } else { startup = .zero }
-            return Opened(lease: lease, writer: writer, startup: startup, clockHold: SlotClockHold(camera: lease.camera))
+            // In virtual time the clock is the job's from here: held where it is until the job
+            // lets it run to its first slot's wake (others' captures would otherwise carry it
+            // past the slot before this task gets to hold it).
+            let hold = SlotClockHold(camera: lease.camera)
+            hold.freeze()
+            return Opened(lease: lease, writer: writer, startup: startup, clockHold: hold)
         } catch {
             await release(lease)
             throw error
@@ -311,9 +316,19 @@ public final class TimelapseJob: Service, Sendable {
 
             // The first settled frame: where the ramp starts (unless the journal has one), and the
             // camera's clock.
-            let first = try await cam.session.captureFrame(exposedAfter: cam.camera.now, timeout: .seconds(5))
-            let firstMetadata = first.metadata
-            first.release()
+            // In virtual time the clock is the job's hold's (see `open`): let on by a few frames.
+            let firstMetadata: FrameMetadata
+            if cam.clockHold.active {
+                _ = await cam.clockHold.hold(until: cam.camera.now + .milliseconds(200), interrupt: { false })
+                guard let m = await cam.session.latestFrame else {
+                    throw await cam.session.failureReason ?? ShutterbugError(.timeout, "\(cam.camera.info.id) delivered no frame")
+                }
+                firstMetadata = m
+            } else {
+                let first = try await cam.session.captureFrame(exposedAfter: cam.camera.now, timeout: .seconds(5))
+                firstMetadata = first.metadata
+                first.release()
+            }
             // CLOCK_REALTIME - CLOCK_MONOTONIC, as the newest frame reports it, re-read before each
             // slot so a wall-clock step reaches the schedule.
             var offset = TimelapseRun.wallOffset(firstMetadata)

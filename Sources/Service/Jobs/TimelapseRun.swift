@@ -317,15 +317,18 @@ public final class TimelapseRun {
     /// whose files would not fit passes on time and is recorded as skipped (paused for space);
     /// the job goes on by itself when space returns.
     /// `clockHold`: the job's hold on a camera in virtual time: lifted once the slot's capture
-    /// is queued on the session, frozen once its frames are in (`SlotClockHold`), and left so.
+    /// is queued on the session, frozen as it ends (`SlotClockHold`), and left so.
     public func take(_ k: Int, wall: WallClockTime, instant: SensorTime, nextInstant: SensorTime, session: CaptureSession, writer: PhotoFileWriter,
                      now: @Sendable () -> SensorTime, clockHold: SlotClockHold? = nil) async throws -> SlotResult {
         let biases = spec.biases
         try retain(before: k, now: wall)
         if let problem = spaceProblem(writer) {
-            clockHold?.lift()
-            if let f = try? await session.captureFrame(exposedAfter: instant, timeout: every + .seconds(5)) { f.release() }
-            clockHold?.freeze()
+            // The slot passes on the camera's clock as it would in real time.
+            if let clockHold {
+                _ = await clockHold.hold(until: instant, interrupt: { false })
+            } else if let f = try? await session.captureFrame(exposedAfter: instant, timeout: every + .seconds(5)) {
+                f.release()
+            }
             if pausedForSpace == nil { log("pausing at slot \(k): \(problem); the job goes on once space is freed") }
             pausedForSpace = problem
             return try notTaken(k, wall: wall, state: .skipped, reason: "paused: \(problem)")
@@ -366,6 +369,12 @@ public final class TimelapseRun {
         } catch {
             log("slot \(k): cannot journal the slot before writing it (\(error)); a kill now would leave its files unjournalled")
         }
+        // In virtual time the clock is frozen again the moment the capture ends, on the
+        // session, before it handles another frame: the writer's task, which learns of it
+        // later, would let others' captures run the clock on meanwhile.
+        let capture = settings.uniqueID
+        var endObserver: Int?
+        if let clockHold { endObserver = await session.addCaptureEndObserver { if $0 == capture { clockHold.freeze() } } }
         do {
             // Checksums from the writer, read back as each file is written: an uploader told of
             // the capture may delete its files (--upload-delete-after) before this loop gets to
@@ -397,6 +406,7 @@ public final class TimelapseRun {
             failure = "\(error)"
             result.cameraTrouble = (error as? ShutterbugError).map { [.cameraLost, .timeout, .system].contains($0.code) } ?? false
         }
+        if let endObserver { await session.removeCaptureEndObserver(endObserver) }
         clockHold?.freeze()
         // A few frames with AWB running again: what it measures sets the next slot's white
         // balance, locked now, long before that slot's frames are planned. Only where the frames
@@ -405,9 +415,13 @@ public final class TimelapseRun {
         let period = await session.latestFrame?.frameDuration ?? .milliseconds(50)
         let lead = firstStepExposure * 30 + period * 6
         if fadesWhiteBalance, !plain, nextInstant - now() > lead + .seconds(1), (try? await session.configure { $0.autoWhiteBalance = true }) != nil {
-            clockHold?.lift()
-            if let f = try? await session.captureFrame(exposedAfter: now() + period * 4, timeout: .seconds(5)) { f.release() }
-            clockHold?.freeze()
+            // In virtual time the clock is let run over those frames and held where they end:
+            // nothing else carries it further meanwhile.
+            if let clockHold {
+                _ = await clockHold.hold(until: now() + period * 5, interrupt: { false })
+            } else if let f = try? await session.captureFrame(exposedAfter: now() + period * 4, timeout: .seconds(5)) {
+                f.release()
+            }
             await prepareWhiteBalance(session)
         }
         if await session.failureReason != nil { result.cameraTrouble = true }
