@@ -241,3 +241,32 @@ struct SameSettingsTwiceTests {
         await session.stop()
     }
 }
+
+@Suite("Capture machine: metering after a gap in the frames")
+struct MeteringAfterGapTests {
+    @Test("an EV bracket meters converged auto exposure, never the frames after a stall that repeat what the AGC decided before it (the soak's +1.9 EV bracket)")
+    func staleFramesAfterAStall() {
+        let timing = CameraTiming(landingOffsets: 2...3, lineTime: .microseconds(20), margin: .milliseconds(1), minFramePeriod: .milliseconds(33),
+                                  ipaMinInterval: .milliseconds(33), gainRange: 1...16, exposureRange: .microseconds(100)...(.seconds(1)), readoutTime: .milliseconds(20))
+        var machine = CaptureMachine(timing: timing, limits: ControlLimits(supported: [.exposureTime, .analogueGain, .aeEnable]))
+        machine.baseline = CameraControls(aeEnabled: true, awbEnabled: true)
+        var ts = SensorTime(nanoseconds: 1_000_000_000)
+        func frame(_ sequence: UInt32, _ exposureMs: Double) {
+            ts = ts + .milliseconds(33)
+            let m = FrameMetadata(sequence: sequence, sensorTimestamp: ts, exposureTime: .microseconds(Int64(exposureMs * 1000)), analogueGain: Gain(1),
+                                  frameDuration: .milliseconds(33))
+            _ = machine.frame(CompletedRequest(slot: Int(sequence % 8), cookie: UInt64(sequence), status: .complete, metadata: m, buffers: []), now: ts)
+        }
+        let settings = PhotoSettings(bracket: .exposureBias([-2, 0, 2]))
+        machine.add(settings, now: ts)
+        // Auto exposure easing down, then the sensor stalls for 27 frames; the first frames
+        // after it carry the AGC's last decision before it, 8 ms, four times over.
+        for (k, e) in [20.0, 16, 13, 11, 9.5].enumerated() { frame(UInt32(10 + k), e) }
+        for k in 0..<4 { frame(UInt32(42 + k), 8) }
+        // Then the AGC's new decisions land: on to 5 ms, where it settles.
+        for (k, e) in [7.0, 6, 5.5, 5, 5, 5].enumerated() { frame(UInt32(46 + k), e) }
+        var metered: Duration?
+        for case .resolved(let id, let r) in machine.takeActions() where id == settings.uniqueID && r.meteredExposure != nil { metered = metered ?? r.meteredExposure }
+        #expect(metered == .milliseconds(5), "metered \(metered.map { "\($0)" } ?? "nothing"): the stale frames after the stall are not auto exposure settled")
+    }
+}

@@ -68,6 +68,9 @@ public struct CaptureMachine: Sendable {
     /// The newest complete frame's sequence.
     public private(set) var lastSequence: UInt32?
     private var recent = Ring<FrameMetadata>(capacity: 8)
+    /// After a gap in the frames: the first frame whose exposure and gain the AGC decided
+    /// after it. Before it, three frames agreeing do not mean auto exposure settled.
+    private var settlesFrom: UInt32?
     /// After a capture that set exposure and gain by hand: the newest frame that may still
     /// carry them (the restore to `baseline` lands `depth` + the sensor's delay later). Until
     /// auto exposure has settled on frames after it, metering waits, and so does a photo
@@ -340,8 +343,14 @@ public struct CaptureMachine: Sendable {
         let m = c.metadata
         if c.status == .complete {
             recent.append(m, keepingAtMost: 6)
+            // Frames after a gap (a stall, a dropped frame) carry, until the sensor writes
+            // decided after it land, what the AGC decided before it: the same values, frame after
+            // frame, whether it had converged or not. They prove nothing about settling.
+            if let previous = lastSequence, m.sequence &- previous > 1 {
+                settlesFrom = m.sequence &+ UInt32(timing.latestLanding(framePeriod: timing.minFramePeriod))
+            }
             lastSequence = m.sequence
-            if let after = autoExposureResumesAfter, Self.settled(Array(recentFrames.suffix(3)), after: after) { autoExposureResumesAfter = nil }
+            if let after = autoExposureResumesAfter, Self.settled(Array(recentFrames.suffix(3)), after: max(after, settlesFrom.map { $0 &- 1 } ?? after)) { autoExposureResumesAfter = nil }
         }
         var holders = 0
         if !triggers.isEmpty, let w = triggers.complete(status: c.status, metadata: m) {
@@ -862,6 +871,7 @@ public struct CaptureMachine: Sendable {
         // Not from the last bracket's steps, nor from the AGC easing back from them.
         guard autoExposureResumesAfter == nil else { return }
         let frames = recentFrames
+        if let from = settlesFrom, frames.suffix(3).contains(where: { $0.sequence < from }) { return }
         let totals = frames.suffix(3).compactMap { m -> Double? in
             guard let e = m.exposureTime, let g = m.totalGain else { return nil }
             return e.secondsValue * g.value
