@@ -590,10 +590,6 @@ struct HTTPAPITests {
     func stallInStatus() async throws {
         var options = SimulationOptions()
         options.seed = 4
-        options.faults.stallAtFrame = 30
-        // 20 s: long past the 2 s the rule allows, and longer than a loaded machine's start
-        // (frame 30 comes a quarter second in; CI saw a 6 s stall over before the first look).
-        options.faults.stallDuration = .seconds(20)
         let cam = SimulatedCamera(profile: .imx477, options: options)
         defer { cam.release() }
         let session = CaptureSession(backend: cam)
@@ -603,9 +599,13 @@ struct HTTPAPITests {
         let directory = try OutputDirectory(path: dir, reserve: 0)
         let service = CameraService(session: session, camera: cam, writer: try PhotoFileWriter(directory: directory, streams: config.streams, camera: CameraDescription(profile: .imx477)),
                                     directory: directory)
-        // Frames (and the stall, a second in) start only once the service is there to watch:
-        // on a loaded machine its setup has taken longer than the whole stall.
+        // The stall begins once a frame has come, with the service there to watch. A stall at
+        // a fixed frame came, on a loaded machine, before the first complete frame (the frames
+        // before it lost for want of a request): the status then rightly said "no frame since
+        // the camera started", not a stall. 8 s: four times the 2 s the rule allows.
         try await session.start()
+        try await session.captureFrame(exposedAfter: cam.now, timeout: .seconds(20)).release()
+        cam.stall(for: .seconds(8))
         // A stall is the absence of frames for a while: nothing signals it, so the status is
         // looked at every 100 ms until it says so (or the deadline names what never came).
         let seen = try await withDeadline(.seconds(30), "the status to say the camera stalled", orNil: true) { () -> String in
